@@ -1,0 +1,260 @@
+package cellcore
+
+import (
+	"errors"
+	"fmt"
+)
+
+// CheckInvariants recomputes everything the core keeps incrementally and
+// checks the model's invariants. It walks every cell: tests and debugging
+// only. It returns nil or every violation found (up to a limit).
+func (k *Core) CheckInvariants() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var errs []error
+	fail := func(format string, args ...any) {
+		if len(errs) < 20 {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	for _, e := range k.internalErrs {
+		fail("internal: %s", e)
+	}
+	inPlacement := map[*Cell][]*AffinityGroup{}
+	for name, g := range k.groups {
+		if g.spec.Name != name {
+			fail("group %q is filed as %q", g.spec.Name, name)
+		}
+		switch g.state {
+		case AGPending:
+			if g.placement != nil {
+				fail("Pending group %q has a placement", name)
+			}
+		case AGDeleted:
+			fail("Deleted group %q is still kept", name)
+		}
+		for _, pod := range g.placement {
+			for _, c := range pod {
+				inPlacement[c] = append(inPlacement[c], g)
+				switch g.state {
+				case AGAllocated:
+					if c.using != g || c.state != CellUsed {
+						fail("Allocated group %q: cell %s is %s using %v", name, c.ID(), c.state, groupName(c.using))
+					}
+				case AGPreempting:
+					if c.reserving != g {
+						fail("Preempting group %q: cell %s is reserved by %v", name, c.ID(), groupName(c.reserving))
+					}
+				case AGBeingPreempted:
+					if c.using != g || (c.state != CellUsed && c.state != CellReserving) {
+						fail("Being preempted group %q: cell %s is %s using %v", name, c.ID(), c.state, groupName(c.using))
+					}
+				}
+			}
+		}
+		if g.livePods < 0 || g.livePods > len(g.slots) {
+			fail("group %q has %d live pods for %d slots", name, g.livePods, len(g.slots))
+		}
+	}
+	for _, v := range k.vcs {
+		var count [5]int
+		for _, g := range k.groups {
+			if g.vc == v {
+				count[g.state]++
+			}
+		}
+		for s := range count {
+			if AGState(s) != AGDeleted && count[s] != v.agCount[s] {
+				fail("VC %q counts %d groups %s, there are %d", v.name, v.agCount[s], AGState(s), count[s])
+			}
+		}
+	}
+	for _, ch := range k.chainOrder {
+		roots := map[*pool]map[int]int32{}
+		for _, t := range ch.tops {
+			k.checkCell(t, 0, roots, inPlacement, fail)
+			if !ch.topIndex.contains(t) || t.key[idxTop] != ch.topIndex.clampKey(t.freeLeaves) {
+				fail("top cell %s is not indexed by its free leaves", t.ID())
+			}
+		}
+		for _, p := range append(append([]*pool(nil), ch.vcPools...), ch.freePool) {
+			if p.isFree() {
+				continue
+			}
+			for l := 1; l <= ch.top; l++ {
+				if roots[p][l] != p.bound[l] {
+					fail("%s: %d bound roots at level %d, counted %d", p.name(), roots[p][l], l, p.bound[l])
+				}
+				if p.bound[l] > p.quota[l] {
+					fail("%s: %d bound cells at level %d, quota %d", p.name(), p.bound[l], l, p.quota[l])
+				}
+				if p.doomed[l] > p.bound[l] || p.doomed[l] < 0 {
+					fail("%s: %d doomed of %d bound at level %d", p.name(), p.doomed[l], p.bound[l], l)
+				}
+			}
+		}
+		counts, demand := k.levelCounts(ch, false)
+		for l := 1; l <= ch.top; l++ {
+			if roots[ch.freePool][l] != int32(counts[l]) {
+				fail("chain %s: free list at level %d holds %d cells, %d free roots found", ch.name, l, counts[l], roots[ch.freePool][l])
+			}
+		}
+		if l, short := checkLevels(ch, counts, demand); l > 0 {
+			fail("safety invariant: chain %s lacks %d free %s cells", ch.name, short, ch.levelType[l])
+		}
+		hc, hd := k.levelCounts(ch, true)
+		if l, _ := checkLevels(ch, hc, hd); l > 0 {
+			for m := l; m <= ch.top; m++ {
+				for _, p := range ch.vcPools {
+					if p.unbound(m) > 0 {
+						if c := k.lostFreeCell(ch, m); c != nil && k.canBind(p, c) {
+							fail("chain %s: healthy capacity short at level %d, but lost free cell %s was not doomed", ch.name, l, c.ID())
+						}
+					}
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func groupName(g *AffinityGroup) string {
+	if g == nil {
+		return "<none>"
+	}
+	return g.spec.Name
+}
+
+// checkCell recomputes a subtree's counters; rootsAbove counts pool roots on
+// the path from the top (exactly one root must cover every leaf).
+func (k *Core) checkCell(c *Cell, rootsAbove int, roots map[*pool]map[int]int32, inPlacement map[*Cell][]*AffinityGroup, fail func(string, ...any)) (lc leafCounts) {
+	if c.pool != nil {
+		rootsAbove++
+		if roots[c.pool] == nil {
+			roots[c.pool] = map[int]int32{}
+		}
+		roots[c.pool][int(c.level)]++
+		if !c.pool.roots.contains(c) || c.key[idxRoot] != c.pool.roots.clampKey(c.freeLeaves) {
+			fail("root %s of %s is not indexed by its free leaves", c.ID(), c.pool.name())
+		}
+		if c.pool.isFree() {
+			fl := c.chain.freeList[c.level]
+			if !fl.contains(c) || c.key[idxFree] != fl.clampKey(c.chain.penalty(c)) {
+				fail("free cell %s is not in its free list with its penalty", c.ID())
+			}
+			if c.doomed {
+				fail("free cell %s is marked doomed", c.ID())
+			}
+		} else if c.pool.vc == nil && c.pool.pinnedID == "" {
+			fail("root %s belongs to no VC", c.ID())
+		}
+	}
+	if c.isLeaf() {
+		if rootsAbove != 1 {
+			fail("leaf %s is under %d pool roots, want 1", c.ID(), rootsAbove)
+		}
+		switch c.state {
+		case CellFree:
+			if c.using != nil || c.reserving != nil {
+				fail("Free leaf %s has groups %s/%s", c.ID(), groupName(c.using), groupName(c.reserving))
+			}
+		case CellUsed:
+			if c.using == nil || c.reserving != nil {
+				fail("Used leaf %s: using %s reserving %s", c.ID(), groupName(c.using), groupName(c.reserving))
+			}
+		case CellReserving:
+			if c.using == nil || c.reserving == nil {
+				fail("Reserving leaf %s: using %s reserving %s", c.ID(), groupName(c.using), groupName(c.reserving))
+			}
+		case CellReserved:
+			if c.using != nil || c.reserving == nil {
+				fail("Reserved leaf %s: using %s reserving %s", c.ID(), groupName(c.using), groupName(c.reserving))
+			}
+		}
+		for _, g := range []*AffinityGroup{c.using, c.reserving} {
+			if g == nil {
+				continue
+			}
+			if k.groups[g.spec.Name] != g {
+				fail("leaf %s refers to forgotten group %q", c.ID(), g.spec.Name)
+			}
+			found := false
+			for _, x := range inPlacement[c] {
+				if x == g {
+					found = true
+				}
+			}
+			if !found {
+				fail("leaf %s refers to group %q whose placement lacks it", c.ID(), g.spec.Name)
+			}
+			if !g.opportunistic() || g == c.reserving {
+				r := c.rootAncestor()
+				want := k.poolFor(g, c.chain)
+				if r == nil || r.pool != want {
+					fail("leaf %s used by guaranteed group %q lies outside its VC's cells", c.ID(), g.spec.Name)
+				}
+			}
+		}
+		if c.using != nil && c.using.state != AGAllocated && c.using.state != AGBeingPreempted {
+			fail("leaf %s is used by group %q in state %s", c.ID(), c.using.spec.Name, c.using.state)
+		}
+		if c.reserving != nil && c.reserving.state != AGPreempting {
+			fail("leaf %s is reserved by group %q in state %s", c.ID(), c.reserving.spec.Name, c.reserving.state)
+		}
+		holders := 0
+		for _, g := range inPlacement[c] {
+			if c.using == g || c.reserving == g {
+				holders++
+			}
+		}
+		if holders > 2 || (holders == 2 && c.state != CellReserving) {
+			fail("leaf %s is held by %d groups in state %s", c.ID(), holders, c.state)
+		}
+		lc = c.leafContribution()
+	} else {
+		for _, ch := range c.children {
+			x := k.checkCell(ch, rootsAbove, roots, inPlacement, fail)
+			lc.free += x.free
+			lc.unsched += x.unsched
+			lc.lost += x.lost
+			lc.opp += x.opp
+			lc.guar += x.guar
+		}
+		for j := 1; j < int(c.level); j++ {
+			var m int32
+			eachAtLevel(c, j, func(d *Cell) { m = max(m, d.freeLeaves) })
+			if c.maxFree[j-1] != m {
+				fail("cell %s: maxFree at level %d is %d, want %d", c.ID(), j, c.maxFree[j-1], m)
+			}
+		}
+		if c.pool == nil && rootsAbove == 0 {
+			all := true
+			for _, ch := range c.children {
+				if ch.pool == nil || !ch.pool.isFree() {
+					all = false
+				}
+			}
+			if all {
+				fail("cell %s: all children are free but they were not merged", c.ID())
+			}
+		}
+	}
+	got := leafCounts{c.freeLeaves, c.unschedLeaves, c.lostLeaves, c.oppLeaves, c.guarLeaves}
+	if got != lc {
+		fail("cell %s: counters %+v, recomputed %+v", c.ID(), got, lc)
+	}
+	if c.dirty {
+		fail("cell %s left dirty", c.ID())
+	}
+	return lc
+}
+
+func eachAtLevel(c *Cell, l int, fn func(*Cell)) {
+	if int(c.level) == l {
+		fn(c)
+		return
+	}
+	for _, ch := range c.children {
+		eachAtLevel(ch, l, fn)
+	}
+}

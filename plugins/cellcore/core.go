@@ -1,0 +1,634 @@
+package cellcore
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Core holds the whole cell state of a cluster and decides placements.
+type Core struct {
+	mu sync.Mutex
+
+	chains     map[string]*chain
+	chainOrder []*chain
+	nodes      map[string]*node
+	pinned     map[string]*Cell
+	leafTypes  map[string]bool
+	vcs        map[string]*vcState
+	groups     map[string]*AffinityGroup
+	cellCount  int
+
+	seq              uint64
+	epoch            uint32
+	dirty            [][]*Cell // changed cells by level, flushed at the end of each operation
+	unbindCandidates []*Cell
+	downgradedNow    []string
+	scratchCounts    []leafCounts
+	scratchLevels    [2][]int64
+	srch             search
+	internalErrs     []string
+
+	// OnTransition, if set, is called for every AG transition (for tests
+	// and event logs). It runs under the core's lock: it must not call Core.
+	OnTransition func(group string, ev AGEvent, from, to AGState)
+}
+
+// New builds the cell model of a physical cluster. Every node starts
+// Unknown (not schedulable) until SetNodeHealth reports it.
+func New(cfg Config) (*Core, error) {
+	k := &Core{vcs: map[string]*vcState{}, groups: map[string]*AffinityGroup{}, leafTypes: map[string]bool{}}
+	if err := k.build(cfg); err != nil {
+		return nil, err
+	}
+	top := 0
+	for _, ch := range k.chainOrder {
+		k.leafTypes[ch.leafType] = true
+		top = max(top, ch.top)
+	}
+	k.dirty = make([][]*Cell, top+1)
+	k.srch.k = k
+	return k, nil
+}
+
+func (k *Core) trace(g *AffinityGroup, ev AGEvent) {
+	if k.OnTransition != nil {
+		// from is not kept: setAGState has already moved; callers of the hook
+		// read the new state.
+		k.OnTransition(g.spec.Name, ev, 0, g.state)
+	}
+}
+
+func (k *Core) internalError(format string, args ...any) {
+	k.internalErrs = append(k.internalErrs, fmt.Sprintf(format, args...))
+}
+
+// finish ends every mutating operation: lazily unbinds VC cells that no
+// guaranteed leaf uses any more, refreshes indexes, and keeps the doomed-bad
+// bindings in line with health.
+func (k *Core) finish() {
+	for {
+		k.flush()
+		if len(k.unbindCandidates) == 0 {
+			break
+		}
+		list := k.unbindCandidates
+		k.unbindCandidates = nil
+		for _, r := range list {
+			if r.pool != nil && r.pool.vc != nil && r.pool.pinnedID == "" && r.guarLeaves == 0 && !r.doomed {
+				k.unbindRoot(r)
+			}
+		}
+	}
+	for _, ch := range k.chainOrder {
+		if ch.needCheck {
+			k.flush()
+			k.rebalanceDoomed(ch)
+			k.flush()
+			ch.needCheck = false
+		}
+	}
+}
+
+// DecisionKind says what Schedule decided.
+type DecisionKind int
+
+const (
+	// Placed: the group is Allocated; Pods holds each pod's cells.
+	Placed DecisionKind = iota
+	// Wait: the group stays Pending (or Preempting); Reason says why.
+	Wait
+	// Preempt: the group is Preempting; Victims must be deleted, whole.
+	Preempt
+)
+
+func (d DecisionKind) String() string {
+	return [...]string{"Placed", "Wait", "Preempt"}[d]
+}
+
+// Decision is the answer of Schedule.
+type Decision struct {
+	Kind    DecisionKind
+	Group   string
+	State   AGState
+	Pods    []PodPlacement // one per pod slot, in member order (Placed)
+	Victims []string       // whole AGs to delete (Preempt, and Wait while Preempting)
+	Reason  string         // for a user: why the group waits
+	// Downgraded lists guaranteed AGs lazily preempted to opportunistic.
+	Downgraded []string
+}
+
+// PodPlacement is one pod's cells: a node and the leaf cell (device) indices.
+type PodPlacement struct {
+	PodKey          string // set once a pod is assigned to the slot
+	Node            string
+	LeafCellType    string
+	LeafCellNumber  int32
+	LeafCellIndices []int32
+}
+
+func (k *Core) placedDecision(g *AffinityGroup) Decision {
+	d := Decision{Kind: Placed, Group: g.spec.Name, State: g.state, Pods: make([]PodPlacement, len(g.slots))}
+	for i, s := range g.slots {
+		d.Pods[i] = k.podPlacement(g, i, s)
+	}
+	return d
+}
+
+func (k *Core) podPlacement(g *AffinityGroup, i int, s podSlot) PodPlacement {
+	pp := PodPlacement{PodKey: s.podKey, LeafCellNumber: s.leafCellNumber}
+	if i < len(g.placement) && len(g.placement[i]) > 0 {
+		leaves := g.placement[i]
+		pp.Node = leaves[0].NodeName()
+		pp.LeafCellType = leaves[0].chain.leafType
+		pp.LeafCellIndices = make([]int32, len(leaves))
+		for j, c := range leaves {
+			pp.LeafCellIndices[j] = c.index
+		}
+		sort.Slice(pp.LeafCellIndices, func(a, b int) bool { return pp.LeafCellIndices[a] < pp.LeafCellIndices[b] })
+	}
+	return pp
+}
+
+func (k *Core) victimsOf(g *AffinityGroup) []string {
+	var out []string
+	for _, pod := range g.placement {
+		for _, c := range pod {
+			if c.state == CellReserving && c.reserving == g && c.using != nil {
+				found := false
+				for _, n := range out {
+					if n == c.using.spec.Name {
+						found = true
+						break
+					}
+				}
+				if !found {
+					out = append(out, c.using.spec.Name)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Schedule decides for an affinity group. A new group is validated and
+// created Pending; a Pending group is placed (AG e0), set preempting (AG e1)
+// or left waiting; a Preempting group becomes Allocated once its victims are
+// gone (AG e2). An Allocated group's placement is returned as it is.
+// Invalid requests return an error and change nothing.
+func (k *Core) Schedule(spec AffinityGroupSpec) (Decision, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	defer k.finish()
+	k.downgradedNow = k.downgradedNow[:0]
+	g := k.groups[spec.Name]
+	if g != nil && !g.spec.equal(&spec) {
+		return Decision{}, fmt.Errorf("affinity group %q already exists with a different spec (pods of one group must agree on virtual cluster, priority, leaf cell type, pinned cell and members)", spec.Name)
+	}
+	if g == nil || g.state == AGPending {
+		if err := k.validateSpec(&spec); err != nil {
+			return Decision{}, err
+		}
+	}
+	if g == nil {
+		k.seq++
+		g = newGroup(spec, k.vcs[spec.VirtualCluster], k.seq)
+		k.groups[spec.Name] = g
+		g.vc.agCount[AGPending]++
+	}
+	var d Decision
+	switch g.state {
+	case AGAllocated, AGBeingPreempted:
+		d = k.placedDecision(g)
+	case AGPreempting:
+		done, err := k.completePreemption(g)
+		if err != nil {
+			return Decision{}, err
+		}
+		if done {
+			d = k.placedDecision(g)
+		} else {
+			d = Decision{Kind: Wait, Group: g.spec.Name, State: g.state, Victims: k.victimsOf(g),
+				Reason: fmt.Sprintf("affinity group %q is preempting: waiting for the victims to be deleted", g.spec.Name)}
+		}
+	default:
+		var err error
+		d, err = k.schedulePending(g)
+		if err != nil {
+			return Decision{}, err
+		}
+	}
+	d.Downgraded = append([]string(nil), k.downgradedNow...)
+	return d, nil
+}
+
+func (k *Core) schedulePending(g *AffinityGroup) (Decision, error) {
+	s := &k.srch
+	for attempt := 0; attempt < 2; attempt++ {
+		s.reset(g)
+		if g.opportunistic() {
+			if k.placeOpportunistic(g) {
+				if err := k.allocate(g, s.copyResult()); err != nil {
+					return Decision{}, err
+				}
+				return k.placedDecision(g), nil
+			}
+			return k.waitDecision(g), nil
+		}
+		if plan, ok := k.placeGuaranteed(g); ok {
+			if err := k.commitPlan(g, plan); err != nil {
+				return Decision{}, err
+			}
+			return k.placedDecision(g), nil
+		}
+		plan := k.placeWithPreemption(g)
+		if !plan.found {
+			return k.waitDecision(g), nil
+		}
+		var lazy []*AffinityGroup
+		for _, pod := range plan.result {
+			for _, c := range pod {
+				if (c.state == CellUsed || c.state == CellReserving) && c.using != nil &&
+					!c.using.opportunistic() && c.using.spec.LazyPreemptionEnable {
+					lazy = appendUnique(lazy, c.using)
+				}
+			}
+		}
+		if len(lazy) > 0 && attempt == 0 {
+			k.dropPlan(plan)
+			for _, v := range lazy {
+				k.downgrade(v)
+			}
+			k.finish()
+			continue
+		}
+		allFreeOrReserved := true
+		for _, pod := range plan.result {
+			for _, c := range pod {
+				if c.state == CellUsed || c.state == CellReserving {
+					allFreeOrReserved = false
+				}
+			}
+		}
+		if allFreeOrReserved {
+			if err := k.commitPlan(g, plan); err != nil {
+				return Decision{}, err
+			}
+			return k.placedDecision(g), nil
+		}
+		if plan.bind != nil {
+			if err := k.bindRoot(plan.bind, k.poolFor(g, plan.bind.chain), false); err != nil {
+				k.dropPlan(plan)
+				return Decision{}, err
+			}
+		}
+		victims, err := k.reserve(g, plan.result)
+		if err != nil {
+			k.dropPlan(plan)
+			return Decision{}, err
+		}
+		d := Decision{Kind: Preempt, Group: g.spec.Name, State: g.state}
+		for _, v := range victims {
+			d.Victims = append(d.Victims, v.spec.Name)
+		}
+		sort.Strings(d.Victims)
+		d.Reason = fmt.Sprintf("affinity group %q preempts %v in virtual cluster %q", g.spec.Name, d.Victims, g.spec.VirtualCluster)
+		return d, nil
+	}
+	return k.waitDecision(g), nil
+}
+
+func (s *search) copyResult() [][]*Cell {
+	out := make([][]*Cell, len(s.result))
+	for i, pod := range s.result {
+		out[i] = append([]*Cell(nil), pod...)
+	}
+	return out
+}
+
+func (k *Core) commitPlan(g *AffinityGroup, plan bestPlan) error {
+	if plan.bind != nil {
+		if err := k.bindRoot(plan.bind, k.poolFor(g, plan.bind.chain), false); err != nil {
+			k.dropPlan(plan)
+			return err
+		}
+	}
+	if err := k.allocate(g, plan.result); err != nil {
+		k.dropPlan(plan)
+		return err
+	}
+	return nil
+}
+
+// dropPlan undoes the bindings a plan made while searching.
+func (k *Core) dropPlan(plan bestPlan) {
+	for i := len(plan.bound) - 1; i >= 0; i-- {
+		if r := plan.bound[i]; r.pool != nil && !r.pool.isFree() && r.guarLeaves == 0 {
+			k.unbindRoot(r)
+		}
+	}
+	if plan.bind != nil && plan.bind.pool != nil && !plan.bind.pool.isFree() && plan.bind.guarLeaves == 0 && plan.bind.pool.pinnedID == "" {
+		k.unbindRoot(plan.bind)
+	}
+}
+
+// poolFor is the pool a guaranteed group uses in a chain.
+func (k *Core) poolFor(g *AffinityGroup, ch *chain) *pool {
+	if g.spec.PinnedCellID != "" {
+		return k.pinned[g.spec.PinnedCellID].pool
+	}
+	if g.vc == nil {
+		return nil
+	}
+	return g.vc.pools[ch]
+}
+
+func (k *Core) waitDecision(g *AffinityGroup) Decision {
+	return Decision{Kind: Wait, Group: g.spec.Name, State: g.state, Reason: k.waitReason(g)}
+}
+
+func (k *Core) waitReason(g *AffinityGroup) string {
+	shape := ""
+	for i, m := range g.spec.Members {
+		if i > 0 {
+			shape += "+"
+		}
+		shape += fmt.Sprintf("%dx%d", m.PodNumber, m.LeafCellNumber)
+	}
+	if g.opportunistic() {
+		return fmt.Sprintf("affinity group %q (opportunistic, pods x leaf cells %s): not enough free healthy leaf cells in the cluster", g.spec.Name, shape)
+	}
+	msg := fmt.Sprintf("affinity group %q (priority %d, pods x leaf cells %s) waits in virtual cluster %q:", g.spec.Name, g.spec.Priority, shape, g.spec.VirtualCluster)
+	for _, ch := range k.candidateChains(&g.spec, g.vc) {
+		p := k.poolFor(g, ch)
+		if p == nil {
+			continue
+		}
+		if p.pinnedID != "" {
+			r := k.pinned[p.pinnedID]
+			msg += fmt.Sprintf(" pinned cell %s has %d free of %d leaf cells;", p.pinnedID, r.freeLeaves, r.leafCount)
+			continue
+		}
+		var free int32
+		for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+			for _, r := range p.roots.buckets[key] {
+				free += r.freeLeaves
+			}
+		}
+		for l := ch.top; l >= 1; l-- {
+			if p.quota[l] > 0 {
+				msg += fmt.Sprintf(" %s.%s: %d of %d cells bound (%d bad);", ch.name, ch.levelType[l], p.bound[l], p.quota[l], p.doomed[l])
+			}
+		}
+		msg += fmt.Sprintf(" %d free healthy leaf cells in bound cells, none placement fits at this priority;", free)
+	}
+	return msg
+}
+
+// placeGuaranteed is the fast path: no preemption, the VC's bound cells
+// first, then a fresh binding, lowest affinity level first.
+func (k *Core) placeGuaranteed(g *AffinityGroup) (bestPlan, bool) {
+	s := &k.srch
+	s.preempt = false
+	need := g.totalLeaves()
+	for _, ch := range k.candidateChains(&g.spec, g.vc) {
+		p := k.poolFor(g, ch)
+		if p == nil {
+			continue
+		}
+		if l0 := lowestLevel(ch, need); l0 > 0 {
+			for l := l0; l <= ch.top; l++ {
+				if s.inRoots(p.roots, l, need) {
+					return bestPlan{found: true, result: s.copyResult()}, true
+				}
+				if p.pinnedID != "" {
+					continue
+				}
+				for m := l; m <= ch.top; m++ {
+					if p.unbound(m) == 0 {
+						continue
+					}
+					cand := k.peekFreeCell(ch, m)
+					if cand != nil && freeAt(cand, l) >= need && k.canBind(p, cand) && s.descend(cand, l, need) {
+						return bestPlan{found: true, result: s.copyResult(), bind: cand}, true
+					}
+				}
+			}
+		}
+		if s.span(p) {
+			return bestPlan{found: true, result: s.copyResult(), bound: append([]*Cell(nil), s.bound...)}, true
+		}
+	}
+	return bestPlan{}, false
+}
+
+// placeWithPreemption is the slow path: it scans the VC's cells for the
+// placement whose victims have the lowest priority.
+func (k *Core) placeWithPreemption(g *AffinityGroup) bestPlan {
+	s := &k.srch
+	s.preempt = true
+	defer func() { s.preempt = false }()
+	need := g.totalLeaves()
+	var best bestPlan
+	for _, ch := range k.candidateChains(&g.spec, g.vc) {
+		p := k.poolFor(g, ch)
+		if p == nil {
+			continue
+		}
+		if l0 := lowestLevel(ch, need); l0 > 0 {
+			for l := l0; l <= ch.top && !best.found; l++ {
+				for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+					for _, r := range p.roots.buckets[key] {
+						if int(r.level) >= l {
+							eachLevelCell(r, l, need, func(c *Cell) {
+								if s.placeIn(c) {
+									s.consider(&best, nil)
+								}
+							})
+						}
+					}
+				}
+				if p.pinnedID != "" {
+					continue
+				}
+				for m := l; m <= ch.top; m++ {
+					if p.unbound(m) == 0 {
+						continue
+					}
+					cand := k.peekFreeCell(ch, m)
+					if cand == nil || !k.canBind(p, cand) {
+						continue
+					}
+					eachLevelCell(cand, l, need, func(c *Cell) {
+						if s.placeIn(c) {
+							s.consider(&best, cand)
+						}
+					})
+				}
+			}
+		}
+		if best.found {
+			return best
+		}
+		if s.span(p) {
+			best = bestPlan{found: true, result: s.copyResult(), bound: append([]*Cell(nil), s.bound...)}
+			return best
+		}
+	}
+	return best
+}
+
+// placeOpportunistic uses free leaves anywhere, unbound cells first so that
+// opportunistic work stays away from the VCs' cells.
+func (k *Core) placeOpportunistic(g *AffinityGroup) bool {
+	s := &k.srch
+	s.preempt = false
+	need := g.totalLeaves()
+	for _, ch := range k.candidateChains(&g.spec, nil) {
+		if l0 := lowestLevel(ch, need); l0 > 0 {
+			for l := l0; l <= ch.top; l++ {
+				if s.inRoots(ch.freePool.roots, l, need) || s.inRoots(ch.topIndex, l, need) {
+					return true
+				}
+			}
+		}
+		s.newAttempt()
+		ok := true
+		for _, slot := range s.order {
+			n := g.slots[slot].leafCellNumber
+			if !s.spanPodIn(ch.freePool.roots, n, slot) && !s.spanPodIn(ch.topIndex, n, slot) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// span places pods one by one over a pool's cells, binding more virtual
+// cells as needed: for groups larger than any one cell the VC owns.
+func (s *search) span(p *pool) bool {
+	k := s.k
+	s.newAttempt()
+	s.bound = s.bound[:0]
+	ch := p.chain
+	for _, slot := range s.order {
+		need := s.g.slots[slot].leafCellNumber
+		if s.spanPodIn(p.roots, need, slot) {
+			continue
+		}
+		ok := false
+		if p.vc != nil && p.pinnedID == "" {
+			for m := 1; m <= ch.top && !ok; m++ {
+				if p.unbound(m) == 0 || ch.leafCount[m] < need {
+					continue
+				}
+				cand := k.peekFreeCell(ch, m)
+				if cand == nil || !k.canBind(p, cand) {
+					continue
+				}
+				if err := k.bindRoot(cand, p, false); err != nil {
+					continue
+				}
+				s.bound = append(s.bound, cand)
+				ok = s.spanPodIn(p.roots, need, slot)
+			}
+		}
+		if !ok {
+			for i := len(s.bound) - 1; i >= 0; i-- {
+				k.unbindRoot(s.bound[i])
+			}
+			s.bound = s.bound[:0]
+			return false
+		}
+	}
+	return true
+}
+
+func (s *search) spanPodIn(b *bucketSet, need int32, slot int) bool {
+	from := need
+	if s.preempt {
+		from = 0
+	}
+	for key := b.next(from); key >= 0; key = b.next(key + 1) {
+		for _, r := range b.buckets[key] {
+			if s.podInto(r, need, slot) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *search) podInto(x *Cell, need int32, slot int) bool {
+	if x.leafCount-x.unschedLeaves < need || (!s.preempt && x.freeLeaves < need) {
+		return false
+	}
+	if x.level <= x.chain.nodeLeveli8() {
+		if s.count(x) < need {
+			return false
+		}
+		return s.pickLeaves(x, need, slot)
+	}
+	for _, ch := range x.children {
+		if s.podInto(ch, need, slot) {
+			return true
+		}
+	}
+	return false
+}
+
+// peekFreeCell chooses the free physical cell to bind at level m: a healthy
+// one of that level with the fewest opportunistic leaves, else one split out
+// of a healthy higher free cell, else whatever is free.
+func (k *Core) peekFreeCell(ch *chain, m int) *Cell {
+	clean := func(l int) *Cell {
+		fl := ch.freeList[l]
+		if key := fl.next(0); key >= 0 && key <= ch.leafCount[l] {
+			return fl.buckets[key][0]
+		}
+		return nil
+	}
+	any := func(l int) *Cell {
+		fl := ch.freeList[l]
+		if key := fl.next(0); key >= 0 {
+			return fl.buckets[key][0]
+		}
+		return nil
+	}
+	if c := clean(m); c != nil {
+		return c
+	}
+	for h := m + 1; h <= ch.top; h++ {
+		if c := clean(h); c != nil {
+			return descendTo(c, m)
+		}
+	}
+	if c := any(m); c != nil {
+		return c
+	}
+	for h := m + 1; h <= ch.top; h++ {
+		if c := any(h); c != nil {
+			return descendTo(c, m)
+		}
+	}
+	return nil
+}
+
+// descendTo picks the level-m descendant of c with the lowest penalty.
+func descendTo(c *Cell, m int) *Cell {
+	for int(c.level) > m {
+		best := c.children[0]
+		for _, ch := range c.children[1:] {
+			if c.chain.penalty(ch) < c.chain.penalty(best) {
+				best = ch
+			}
+		}
+		c = best
+	}
+	return c
+}

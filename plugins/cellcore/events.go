@@ -1,0 +1,306 @@
+package cellcore
+
+import "fmt"
+
+// This file is the code path of every transition: an AG event's operation
+// fires cell events, and a cell event that the seed says triggers an AG event
+// fires it here too. Each public entry point checks its preconditions before
+// changing anything, so an illegal transition returns a TransitionError and
+// leaves the state as it was.
+
+func (k *Core) setAGState(g *AffinityGroup, ev AGEvent) error {
+	next, err := agNext(g.state, ev, g.spec.Name)
+	if err != nil {
+		return err
+	}
+	if g.vc != nil {
+		g.vc.agCount[g.state]--
+		g.vc.agCount[next]++
+	}
+	g.state = next
+	k.trace(g, ev)
+	return nil
+}
+
+// setLeaf moves a leaf to a new state and association, checked against the
+// cell machine, and propagates the change of its counters.
+func (k *Core) setLeaf(c *Cell, ev CellEvent, using, reserving *AffinityGroup) {
+	if err := cellCheck(c, ev); err != nil {
+		k.internalError("%v", err)
+		return
+	}
+	old := c.leafContribution()
+	c.state = cellTransitions[ev].to
+	c.using = using
+	c.reserving = reserving
+	k.updateLeaf(c, old)
+}
+
+// allocate is AG e0: Pending -> Allocated on cells that are all Free or
+// Reserved by a lower-priority Preempting AG.
+func (k *Core) allocate(g *AffinityGroup, placement [][]*Cell) error {
+	if _, err := agNext(g.state, AGe0, g.spec.Name); err != nil {
+		return err
+	}
+	for _, pod := range placement {
+		for _, c := range pod {
+			switch {
+			case c.state == CellFree:
+			case c.state == CellReserved && c.reserving != g && c.reserving.priority() < g.priority():
+			default:
+				return fmt.Errorf("affinity group %q: e0 needs cell %s Free or Reserved by a lower priority, it is %s", g.spec.Name, c.ID(), c.state)
+			}
+		}
+	}
+	for _, pod := range placement {
+		for _, c := range pod {
+			switch c.state {
+			case CellFree: // cell e0
+				k.setLeaf(c, Celle0, g, nil)
+			case CellReserved: // cell e8 (i): the Preempting AG goes back to Pending (AG e5)
+				k.preemptorToPending(c.reserving, c)
+				k.setLeaf(c, Celle8, g, nil)
+			default:
+				k.internalError("e0 of %q met cell %s in state %s", g.spec.Name, c.ID(), c.state)
+			}
+		}
+	}
+	g.placement = placement
+	return k.setAGState(g, AGe0)
+}
+
+// reserve is AG e1: Pending -> Preempting. It returns the AGs it preempts.
+func (k *Core) reserve(g *AffinityGroup, placement [][]*Cell) ([]*AffinityGroup, error) {
+	if _, err := agNext(g.state, AGe1, g.spec.Name); err != nil {
+		return nil, err
+	}
+	p := g.priority()
+	for _, pod := range placement {
+		for _, c := range pod {
+			ok := false
+			switch c.state {
+			case CellFree:
+				ok = true
+			case CellUsed:
+				ok = c.using != g && c.using.priority() < p
+			case CellReserving, CellReserved:
+				ok = c.reserving != g && c.reserving.priority() < p
+			}
+			if !ok {
+				return nil, fmt.Errorf("affinity group %q: e1 cannot take cell %s (%s)", g.spec.Name, c.ID(), c.state)
+			}
+		}
+	}
+	if err := k.setAGState(g, AGe1); err != nil {
+		return nil, err
+	}
+	g.placement = placement
+	var victims []*AffinityGroup
+	for _, pod := range placement {
+		for _, c := range pod {
+			switch c.state {
+			case CellFree: // cell e5
+				k.setLeaf(c, Celle5, nil, g)
+			case CellUsed: // cell e2: the user goes Being preempted (AG e6)
+				v := c.using
+				k.setLeaf(c, Celle2, v, g)
+				_ = k.setAGState(v, AGe6)
+				victims = appendUnique(victims, v)
+			case CellReserving: // cell e3: the old preemptor goes Pending (AG e5)
+				k.preemptorToPending(c.reserving, c)
+				k.setLeaf(c, Celle3, c.using, g)
+				victims = appendUnique(victims, c.using)
+			case CellReserved: // cell e6
+				k.preemptorToPending(c.reserving, c)
+				k.setLeaf(c, Celle6, nil, g)
+			}
+		}
+	}
+	return victims, nil
+}
+
+func appendUnique(list []*AffinityGroup, g *AffinityGroup) []*AffinityGroup {
+	for _, x := range list {
+		if x == g {
+			return list
+		}
+	}
+	return append(list, g)
+}
+
+// completePreemption is AG e2: Preempting -> Allocated once every cell is
+// Reserved (all victims gone).
+func (k *Core) completePreemption(g *AffinityGroup) (bool, error) {
+	if _, err := agNext(g.state, AGe2, g.spec.Name); err != nil {
+		return false, err
+	}
+	for _, pod := range g.placement {
+		for _, c := range pod {
+			if c.state != CellReserved || c.reserving != g {
+				return false, nil
+			}
+		}
+	}
+	for _, pod := range g.placement {
+		for _, c := range pod {
+			k.setLeaf(c, Celle8, g, nil) // cell e8 (ii)
+		}
+	}
+	return true, k.setAGState(g, AGe2)
+}
+
+// preemptorToPending is AG e5 for g, triggered through cell except (whose
+// new owner the caller sets): every other cell g reserved is given back.
+func (k *Core) preemptorToPending(g *AffinityGroup, except *Cell) {
+	k.releaseReservations(g, except)
+	g.placement = nil
+	_ = k.setAGState(g, AGe5)
+}
+
+// releaseReservations gives back a Preempting AG's cells: Reserving cells to
+// their victim (cell e4), Reserved cells to Free (cell e7). A victim left with
+// no Reserving cell is no longer being preempted (extension x2).
+func (k *Core) releaseReservations(g *AffinityGroup, except *Cell) {
+	var victims []*AffinityGroup
+	for _, pod := range g.placement {
+		for _, c := range pod {
+			if c == except || c.reserving != g {
+				continue
+			}
+			switch c.state {
+			case CellReserving:
+				victims = appendUnique(victims, c.using)
+				k.setLeaf(c, Celle4, c.using, nil)
+			case CellReserved:
+				k.setLeaf(c, Celle7, nil, nil)
+			}
+		}
+	}
+	if except != nil && except.state == CellReserving {
+		victims = appendUnique(victims, except.using)
+	}
+	for _, v := range victims {
+		k.maybeCancelBeingPreempted(v, except)
+	}
+}
+
+func (k *Core) maybeCancelBeingPreempted(v *AffinityGroup, except *Cell) {
+	if v.state != AGBeingPreempted {
+		return
+	}
+	for _, pod := range v.placement {
+		for _, c := range pod {
+			if c.using == v && c.state == CellReserving && c != except {
+				return
+			}
+		}
+	}
+	if except != nil && except.using == v && except.state == CellReserving {
+		return
+	}
+	_ = k.setAGState(v, AGx2)
+}
+
+// podDeleted is cell e9 for a Being preempted AG's pod: its Reserving cells
+// become Reserved by their preemptor.
+func (k *Core) podDeleted(g *AffinityGroup, slot int) {
+	if g.state != AGBeingPreempted || slot >= len(g.placement) {
+		return
+	}
+	kept := g.placement[slot][:0]
+	for _, c := range g.placement[slot] {
+		if c.using == g && c.state == CellReserving {
+			k.setLeaf(c, Celle9, nil, c.reserving)
+			continue // given up: now only the preemptor's
+		}
+		kept = append(kept, c)
+	}
+	g.placement[slot] = kept
+}
+
+// deleteGroup fires the deletion event of g's state: e8 (Pending), e7
+// (Preempting), e3 (Allocated) or e4 (Being preempted).
+func (k *Core) deleteGroup(g *AffinityGroup) error {
+	switch g.state {
+	case AGPending:
+		if err := k.setAGState(g, AGe8); err != nil {
+			return err
+		}
+	case AGPreempting:
+		k.releaseReservations(g, nil)
+		if err := k.setAGState(g, AGe7); err != nil {
+			return err
+		}
+	case AGAllocated, AGBeingPreempted:
+		ev := AGe3
+		if g.state == AGBeingPreempted {
+			ev = AGe4
+			for i := range g.placement {
+				k.podDeleted(g, i) // all pods are gone: e9 on every Reserving cell
+			}
+		}
+		if _, err := agNext(g.state, ev, g.spec.Name); err != nil {
+			return err
+		}
+		for _, pod := range g.placement {
+			for _, c := range pod {
+				if c.using == g && c.state == CellUsed {
+					k.setLeaf(c, Celle1, nil, nil) // cell e1
+				}
+			}
+		}
+		if err := k.setAGState(g, ev); err != nil {
+			return err
+		}
+	default:
+		return &TransitionError{Machine: "affinity group", Object: g.spec.Name, State: g.state.String(), Event: "delete"}
+	}
+	g.placement = nil
+	delete(k.groups, g.spec.Name)
+	return nil
+}
+
+// rollback is extension x1: an Allocated AG whose gang never completed before
+// binding gives its cells back and waits again.
+func (k *Core) rollback(g *AffinityGroup) error {
+	if _, err := agNext(g.state, AGx1, g.spec.Name); err != nil {
+		return err
+	}
+	for _, pod := range g.placement {
+		for _, c := range pod {
+			if c.using == g && c.state == CellUsed {
+				k.setLeaf(c, Celle1, nil, nil)
+			}
+		}
+	}
+	g.placement = nil
+	for i := range g.slots {
+		g.slots[i].podKey = ""
+	}
+	g.livePods = 0
+	return k.setAGState(g, AGx1)
+}
+
+// downgrade is lazy preemption: a guaranteed AG keeps its cells but runs on
+// as opportunistic, so the VC's virtual cells it held become unbound.
+func (k *Core) downgrade(g *AffinityGroup) {
+	if g.opportunistic() {
+		return
+	}
+	olds := k.scratchCounts[:0]
+	var leaves []*Cell
+	for _, pod := range g.placement {
+		for _, c := range pod {
+			if c.using == g {
+				leaves = append(leaves, c)
+				olds = append(olds, c.leafContribution())
+			}
+		}
+	}
+	g.downgraded = true
+	for i, c := range leaves {
+		k.updateLeaf(c, olds[i])
+	}
+	k.scratchCounts = olds[:0]
+	k.downgradedNow = append(k.downgradedNow, g.spec.Name)
+}

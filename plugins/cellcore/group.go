@@ -1,0 +1,219 @@
+package cellcore
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Priority bounds. -1 is opportunistic; 0..MaxPriority are guaranteed.
+const (
+	OpportunisticPriority int32 = -1
+	MaxPriority           int32 = 1000
+	// MaxPodsPerGroup bounds a gang's size, so that a typo cannot make the
+	// core allocate unbounded memory.
+	MaxPodsPerGroup = 10000
+)
+
+// AffinityGroupSpec is a gang request: all pods are placed at once, inside one
+// cell of a chain where they fit with the best affinity.
+type AffinityGroupSpec struct {
+	Name                 string
+	VirtualCluster       string
+	Priority             int32
+	LeafCellType         string // optional: only chains of this leaf type
+	PinnedCellID         string // optional: only this pinned cell of the VC
+	LazyPreemptionEnable bool   // when preempted, downgrade to opportunistic instead
+	Members              []AffinityGroupMember
+}
+
+// AffinityGroupMember is PodNumber pods of LeafCellNumber leaf cells each.
+type AffinityGroupMember struct {
+	PodNumber      int32
+	LeafCellNumber int32
+}
+
+func (s *AffinityGroupSpec) equal(o *AffinityGroupSpec) bool {
+	if s.Name != o.Name || s.VirtualCluster != o.VirtualCluster || s.Priority != o.Priority ||
+		s.LeafCellType != o.LeafCellType || s.PinnedCellID != o.PinnedCellID ||
+		s.LazyPreemptionEnable != o.LazyPreemptionEnable || len(s.Members) != len(o.Members) {
+		return false
+	}
+	for i := range s.Members {
+		if s.Members[i] != o.Members[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// AffinityGroup is the core's record of a gang.
+type AffinityGroup struct {
+	spec       AffinityGroupSpec
+	vc         *vcState
+	state      AGState
+	downgraded bool // lazily preempted: runs on as opportunistic
+	seq        uint64
+	chain      *chain
+	slots      []podSlot
+	placement  [][]*Cell // per slot: used (Allocated, Being preempted) or reserved (Preempting) leaves
+	livePods   int
+}
+
+type podSlot struct {
+	leafCellNumber int32
+	podKey         string
+}
+
+// Name of the group.
+func (g *AffinityGroup) Name() string { return g.spec.Name }
+
+// State of the group.
+func (g *AffinityGroup) State() AGState { return g.state }
+
+func (g *AffinityGroup) opportunistic() bool { return g.spec.Priority < 0 || g.downgraded }
+
+// priority is the effective priority: -1 once downgraded.
+func (g *AffinityGroup) priority() int32 {
+	if g.downgraded {
+		return OpportunisticPriority
+	}
+	return g.spec.Priority
+}
+
+func (g *AffinityGroup) totalLeaves() int32 {
+	var t int32
+	for _, s := range g.slots {
+		t += s.leafCellNumber
+	}
+	return t
+}
+
+// validateSpec checks a request against the cluster: everything a user can get
+// wrong is reported here, before the core changes anything.
+func (k *Core) validateSpec(s *AffinityGroupSpec) error {
+	if s.Name == "" {
+		return fmt.Errorf("affinity group name is empty")
+	}
+	if s.Priority < OpportunisticPriority || s.Priority > MaxPriority {
+		return fmt.Errorf("affinity group %q: priority %d is out of range [%d, %d]", s.Name, s.Priority, OpportunisticPriority, MaxPriority)
+	}
+	if len(s.Members) == 0 {
+		return fmt.Errorf("affinity group %q: no members", s.Name)
+	}
+	var pods int64
+	var maxLeaves int32
+	for i, m := range s.Members {
+		if m.PodNumber <= 0 {
+			return fmt.Errorf("affinity group %q: members[%d].podNumber must be positive, got %d", s.Name, i, m.PodNumber)
+		}
+		if m.LeafCellNumber <= 0 {
+			return fmt.Errorf("affinity group %q: members[%d].leafCellNumber must be positive, got %d", s.Name, i, m.LeafCellNumber)
+		}
+		pods += int64(m.PodNumber)
+		if m.LeafCellNumber > maxLeaves {
+			maxLeaves = m.LeafCellNumber
+		}
+	}
+	if pods > MaxPodsPerGroup {
+		return fmt.Errorf("affinity group %q: %d pods, more than the supported %d", s.Name, pods, MaxPodsPerGroup)
+	}
+	if s.VirtualCluster == "" {
+		return fmt.Errorf("affinity group %q: virtual cluster is empty", s.Name)
+	}
+	vc := k.vcs[s.VirtualCluster]
+	if vc == nil {
+		return fmt.Errorf("affinity group %q: unknown virtual cluster %q", s.Name, s.VirtualCluster)
+	}
+	if s.LeafCellType != "" && !k.leafTypes[s.LeafCellType] {
+		return fmt.Errorf("affinity group %q: unknown leaf cell type %q (known: %v)", s.Name, s.LeafCellType, k.sortedLeafTypes())
+	}
+	if s.PinnedCellID != "" {
+		if s.Priority < 0 {
+			return fmt.Errorf("affinity group %q: an opportunistic group cannot use pinned cell %q", s.Name, s.PinnedCellID)
+		}
+		c := k.pinned[s.PinnedCellID]
+		if c == nil {
+			return fmt.Errorf("affinity group %q: unknown pinned cell %q", s.Name, s.PinnedCellID)
+		}
+		if c.pool.vc != vc {
+			return fmt.Errorf("affinity group %q: pinned cell %q does not belong to virtual cluster %q", s.Name, s.PinnedCellID, s.VirtualCluster)
+		}
+		if s.LeafCellType != "" && c.chain.leafType != s.LeafCellType {
+			return fmt.Errorf("affinity group %q: pinned cell %q has leaf cell type %q, not %q", s.Name, s.PinnedCellID, c.chain.leafType, s.LeafCellType)
+		}
+	}
+	// Can it ever fit? Each pod must fit in one node; guaranteed groups must
+	// fit in their VC's cells.
+	var fitsNode, fitsVC bool
+	var vcLeaves, nodeLeaves int32
+	total := int32(0)
+	for _, m := range s.Members {
+		total += m.PodNumber * m.LeafCellNumber
+	}
+	for _, ch := range k.candidateChains(s, vc) {
+		nl := ch.leafCount[ch.nodeLevel]
+		if nl > nodeLeaves {
+			nodeLeaves = nl
+		}
+		if maxLeaves <= nl {
+			fitsNode = true
+		}
+		if s.Priority >= 0 {
+			cap := vc.leafCapacity(ch, s.PinnedCellID)
+			if cap > vcLeaves {
+				vcLeaves = cap
+			}
+			if cap >= total {
+				fitsVC = true
+			}
+		}
+	}
+	if !fitsNode {
+		return fmt.Errorf("affinity group %q: a pod asks for %d leaf cells, but no node of a usable chain has more than %d", s.Name, maxLeaves, nodeLeaves)
+	}
+	if s.Priority >= 0 && !fitsVC {
+		return fmt.Errorf("affinity group %q: asks for %d leaf cells in total, but virtual cluster %q has at most %d in one chain", s.Name, total, s.VirtualCluster, vcLeaves)
+	}
+	return nil
+}
+
+// candidateChains lists the chains a group may use, in a stable order.
+func (k *Core) candidateChains(s *AffinityGroupSpec, vc *vcState) []*chain {
+	if s.PinnedCellID != "" {
+		if c := k.pinned[s.PinnedCellID]; c != nil {
+			return []*chain{c.chain}
+		}
+		return nil
+	}
+	var out []*chain
+	for _, ch := range k.chainOrder {
+		if s.LeafCellType != "" && ch.leafType != s.LeafCellType {
+			continue
+		}
+		if s.Priority >= 0 && (vc == nil || vc.pools[ch] == nil) {
+			continue
+		}
+		out = append(out, ch)
+	}
+	return out
+}
+
+func (k *Core) sortedLeafTypes() []string {
+	out := make([]string, 0, len(k.leafTypes))
+	for t := range k.leafTypes {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func newGroup(s AffinityGroupSpec, vc *vcState, seq uint64) *AffinityGroup {
+	s.Members = append([]AffinityGroupMember(nil), s.Members...)
+	g := &AffinityGroup{spec: s, vc: vc, seq: seq}
+	for _, m := range s.Members {
+		for i := int32(0); i < m.PodNumber; i++ {
+			g.slots = append(g.slots, podSlot{leafCellNumber: m.LeafCellNumber})
+		}
+	}
+	return g
+}

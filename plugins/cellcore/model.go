@@ -1,0 +1,512 @@
+package cellcore
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// chain is the physical cells of one top cell type: the unit in which buddy
+// allocation and the safety invariant work.
+type chain struct {
+	name      string // the top cell type
+	leafType  string
+	top       int
+	nodeLevel int
+	levelType []string // by level; index 0 unused
+	childNum  []int32  // children of a level-l cell; index 0, 1 unused
+	leafCount []int32  // leaves in a level-l cell
+	tops      []*Cell
+	topIndex  *bucketSet   // every top cell, keyed by free leaves
+	freePool  *pool        // unbound physical cells
+	freeList  []*bucketSet // buddy free lists by level, keyed by binding penalty
+	vcPools   []*pool      // VC pools in this chain, by VC name
+	needCheck bool         // health or capacity changed: rebalance doomed cells
+}
+
+// pool is a set of root cells: the chain's free pool (the buddy free lists), a
+// VC's bound cells in the chain, or one pinned cell.
+type pool struct {
+	chain    *chain
+	vc       *vcState // nil for the free pool and unowned pinned cells
+	pinnedID string
+	roots    *bucketSet // keyed by free leaves
+	quota    []int32    // VC pools: virtual cells per level
+	bound    []int32    // VC pools: bound roots per level (doomed included)
+	doomed   []int32
+}
+
+func (p *pool) isFree() bool { return p == p.chain.freePool }
+
+func (p *pool) unbound(l int) int32 {
+	if n := p.quota[l] - p.bound[l]; n > 0 {
+		return n
+	}
+	return 0
+}
+
+func (p *pool) name() string {
+	switch {
+	case p.isFree():
+		return "free pool of chain " + p.chain.name
+	case p.pinnedID != "":
+		return "pinned cell " + p.pinnedID
+	}
+	return "VC " + p.vc.name + " in chain " + p.chain.name
+}
+
+func (ch *chain) penalty(c *Cell) int32 {
+	if c.unschedLeaves > 0 {
+		return c.oppLeaves + ch.leafCount[c.level] + 1
+	}
+	return c.oppLeaves
+}
+
+// build turns a validated configuration into chains, cells and nodes.
+func (k *Core) build(cfg Config) error {
+	types, err := resolveTypes(cfg.CellTypes)
+	if err != nil {
+		return err
+	}
+	belowNode := map[string]string{} // type -> a node-level type above it
+	for _, ti := range types {
+		if ti.nodeLevel {
+			for t := types[ti.child]; t != nil; t = types[t.child] {
+				belowNode[t.name] = ti.name
+				if t.isLeaf {
+					break
+				}
+			}
+		}
+	}
+	if len(cfg.PhysicalCells) == 0 {
+		return fmt.Errorf("physicalCells is empty")
+	}
+	k.chains = map[string]*chain{}
+	k.nodes = map[string]*node{}
+	k.pinned = map[string]*Cell{}
+	nodeByLeafType := map[string]string{} // node/leafType -> cell path, for duplicates
+	for i := range cfg.PhysicalCells {
+		spec := &cfg.PhysicalCells[i]
+		where := fmt.Sprintf("physicalCells[%d]", i)
+		ti, ok := types[spec.CellType]
+		if !ok {
+			return fmt.Errorf("%s: unknown cell type %q", where, spec.CellType)
+		}
+		if !ti.nodeBelowOk {
+			if above, ok := belowNode[ti.name]; ok {
+				return fmt.Errorf("%s: top cell of type %q is below node level (type %q is the node level above it)", where, ti.name, above)
+			}
+			return fmt.Errorf("%s: chain of cell type %q has no node level (mark one type isNodeLevel)", where, ti.name)
+		}
+		ch := k.chains[ti.name]
+		if ch == nil {
+			ch = newChain(ti, types)
+			k.chains[ti.name] = ch
+			k.chainOrder = append(k.chainOrder, ch)
+		}
+		b := &builder{k: k, ch: ch, types: types, nodeByLeafType: nodeByLeafType}
+		top, err := b.cell(spec, ti, nil, where, 0)
+		if err != nil {
+			return err
+		}
+		ch.tops = append(ch.tops, top)
+		ch.topIndex.add(top, top.freeLeaves)
+		k.addFreeRoot(top)
+		for _, p := range b.pinned {
+			if _, dup := k.pinned[p.id]; dup {
+				return fmt.Errorf("%s: pinnedCellId %q is used twice", p.where, p.id)
+			}
+			k.pinned[p.id] = p.cell
+		}
+		k.cellCount += b.count
+	}
+	sort.Slice(k.chainOrder, func(i, j int) bool { return k.chainOrder[i].name < k.chainOrder[j].name })
+	// Pinned cells leave the buddy free pool for good: each is its own pool.
+	ids := make([]string, 0, len(k.pinned))
+	for id := range k.pinned {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		c := k.pinned[id]
+		for x := c.parent; x != nil; x = x.parent {
+			if x.pool != nil && x.pool.pinnedID != "" {
+				return fmt.Errorf("pinned cell %q is inside pinned cell %q", id, x.pool.pinnedID)
+			}
+		}
+		for _, other := range ids {
+			if o := k.pinned[other]; o != c && isAncestor(c, o) {
+				return fmt.Errorf("pinned cell %q is inside pinned cell %q", other, id)
+			}
+		}
+		p := &pool{chain: c.chain, pinnedID: id, roots: newBucketSet(idxRoot, c.leafCount)}
+		if err := k.splitTo(c); err != nil {
+			return err
+		}
+		c.pool = p
+		p.roots.add(c, c.freeLeaves)
+	}
+	k.flush()
+	return nil
+}
+
+func isAncestor(a, c *Cell) bool {
+	for x := c.parent; x != nil; x = x.parent {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func newChain(ti *typeInfo, types map[string]*typeInfo) *chain {
+	ch := &chain{name: ti.name, leafType: ti.leafType, top: ti.level}
+	n := ti.level + 1
+	ch.levelType = make([]string, n)
+	ch.childNum = make([]int32, n)
+	ch.leafCount = make([]int32, n)
+	for t := ti; ; t = types[t.child] {
+		ch.levelType[t.level] = t.name
+		ch.childNum[t.level] = t.childNum
+		ch.leafCount[t.level] = t.leafCount
+		if t.nodeLevel {
+			ch.nodeLevel = t.level
+		}
+		if t.isLeaf {
+			break
+		}
+	}
+	ch.topIndex = newBucketSet(idxTop, ti.leafCount)
+	ch.freeList = make([]*bucketSet, n)
+	for l := 1; l < n; l++ {
+		ch.freeList[l] = newBucketSet(idxFree, 2*ch.leafCount[l]+1)
+	}
+	ch.freePool = &pool{chain: ch, roots: newBucketSet(idxRoot, ti.leafCount)}
+	return ch
+}
+
+// levelOf returns the level of a cell type in the chain, or 0.
+func (ch *chain) levelOf(t string) int {
+	for l := 1; l <= ch.top; l++ {
+		if ch.levelType[l] == t {
+			return l
+		}
+	}
+	return 0
+}
+
+type pinnedRef struct {
+	id, where string
+	cell      *Cell
+}
+
+type builder struct {
+	k              *Core
+	ch             *chain
+	types          map[string]*typeInfo
+	nodeByLeafType map[string]string
+	pinned         []pinnedRef
+	count          int
+	curNode        *node
+	nextDevice     int32
+	devices        map[int32]bool
+	// bulk storage, to build large clusters with few allocations
+	cells []Cell
+	ints  []int32
+}
+
+func (b *builder) newCell() *Cell {
+	if len(b.cells) == 0 {
+		b.cells = make([]Cell, 1024)
+	}
+	c := &b.cells[0]
+	b.cells = b.cells[1:]
+	b.count++
+	return c
+}
+
+func (b *builder) newInts(n int) []int32 {
+	if len(b.ints) < n {
+		b.ints = make([]int32, 4096+n)
+	}
+	s := b.ints[:n:n]
+	b.ints = b.ints[n:]
+	return s
+}
+
+func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where string, sibling int) (*Cell, error) {
+	ch := b.ch
+	if spec != nil && spec.CellType != "" && spec.CellType != ti.name {
+		return nil, fmt.Errorf("%s: cell type %q, but its parent's type needs %q here", where, spec.CellType, ti.name)
+	}
+	c := b.newCell()
+	c.chain = ch
+	c.parent = parent
+	c.level = int8(ti.level)
+	c.leafCount = ti.leafCount
+	for i := range c.pos {
+		c.pos[i] = -1
+	}
+	addr := ""
+	if spec != nil {
+		addr = spec.CellAddress
+	}
+	switch {
+	case ti.level > ch.nodeLevel:
+		if addr == "" {
+			addr = strconv.Itoa(sibling)
+		}
+	case ti.level == ch.nodeLevel:
+		if addr == "" {
+			return nil, fmt.Errorf("%s: node-level cell of type %q needs cellAddress (the node name)", where, ti.name)
+		}
+		key := addr + "\x00" + ch.leafType
+		if prev, dup := b.nodeByLeafType[key]; dup {
+			return nil, fmt.Errorf("%s: node %q with leaf cell type %q is listed twice (also at %s)", where, addr, ch.leafType, prev)
+		}
+		b.nodeByLeafType[key] = where
+		n := b.k.nodes[addr]
+		if n == nil {
+			n = &node{name: addr}
+			b.k.nodes[addr] = n
+		}
+		n.cells = append(n.cells, c)
+		b.curNode, b.nextDevice, b.devices = n, 0, map[int32]bool{}
+		c.nodeCell = c
+	default:
+		c.nodeCell = parent.nodeCell
+		if ti.isLeaf {
+			idx := b.nextDevice
+			if addr != "" {
+				v, err := strconv.Atoi(addr)
+				if err != nil || v < 0 {
+					return nil, fmt.Errorf("%s: leaf cell address %q must be a device index (a non-negative integer)", where, addr)
+				}
+				idx = int32(v)
+			}
+			if b.devices[idx] {
+				return nil, fmt.Errorf("%s: device index %d is used twice in node %q", where, idx, b.curNode.name)
+			}
+			b.devices[idx] = true
+			b.nextDevice = idx + 1
+			c.index = idx
+			addr = strconv.Itoa(int(idx))
+		} else if addr == "" {
+			addr = strconv.Itoa(sibling)
+		} else if _, err := strconv.Atoi(addr); err != nil {
+			return nil, fmt.Errorf("%s: cell address %q below node level must be an index", where, addr)
+		}
+	}
+	if ti.level <= ch.nodeLevel {
+		c.node = b.curNode
+	}
+	c.address = addr
+	if spec != nil && spec.PinnedCellID != "" {
+		b.pinned = append(b.pinned, pinnedRef{id: spec.PinnedCellID, where: where, cell: c})
+	}
+	// Nothing is schedulable until its node is first seen healthy.
+	c.unschedLeaves = c.leafCount
+	if ti.isLeaf {
+		return c, nil
+	}
+	c.maxFree = b.newInts(ti.level - 1)
+	var kids []PhysicalCellSpec
+	if spec != nil {
+		kids = spec.CellChildren
+	}
+	if len(kids) == 0 && ti.level > ch.nodeLevel {
+		return nil, fmt.Errorf("%s: cell of type %q is above node level and must list its %d children (down to the nodes)", where, ti.name, ti.childNum)
+	}
+	if len(kids) != 0 && int32(len(kids)) != ti.childNum {
+		return nil, fmt.Errorf("%s: cell of type %q lists %d children, its type has %d", where, ti.name, len(kids), ti.childNum)
+	}
+	childType := b.types[ti.child]
+	c.children = make([]*Cell, ti.childNum)
+	for i := range c.children {
+		var ks *PhysicalCellSpec
+		cw := where
+		if len(kids) != 0 {
+			ks = &kids[i]
+			cw = fmt.Sprintf("%s.cellChildren[%d]", where, i)
+		}
+		kid, err := b.cell(ks, childType, c, cw, i)
+		if err != nil {
+			return nil, err
+		}
+		c.children[i] = kid
+	}
+	return c, nil
+}
+
+// --- buddy free pool ---
+
+func (k *Core) addFreeRoot(c *Cell) {
+	ch := c.chain
+	c.pool = ch.freePool
+	ch.freePool.roots.add(c, c.freeLeaves)
+	ch.freeList[c.level].add(c, ch.penalty(c))
+}
+
+func (k *Core) removeFreeRoot(c *Cell) {
+	ch := c.chain
+	ch.freePool.roots.remove(c)
+	ch.freeList[c.level].remove(c)
+	c.pool = nil
+}
+
+// freeAncestor returns the free-list cell at or above c, or nil.
+func freeAncestor(c *Cell) *Cell {
+	r := c.rootAncestor()
+	if r != nil && r.pool.isFree() {
+		return r
+	}
+	return nil
+}
+
+// splitTo takes target out of the free pool, splitting the free cell above it
+// (buddy split): the siblings along the path become free cells of their level.
+func (k *Core) splitTo(target *Cell) error {
+	f := freeAncestor(target)
+	if f == nil {
+		return fmt.Errorf("cell %s is not free", target.ID())
+	}
+	k.removeFreeRoot(f)
+	for x := f; x != target; {
+		var next *Cell
+		for _, ch := range x.children {
+			if ch == target || isAncestor(ch, target) {
+				next = ch
+			} else {
+				k.addFreeRoot(ch)
+			}
+		}
+		x = next
+	}
+	return nil
+}
+
+// releaseToFree returns c to the free pool and merges buddies upward.
+func (k *Core) releaseToFree(c *Cell) {
+	k.addFreeRoot(c)
+	for p := c.parent; p != nil; p = p.parent {
+		for _, ch := range p.children {
+			if ch.pool == nil || !ch.pool.isFree() {
+				return
+			}
+		}
+		for _, ch := range p.children {
+			k.removeFreeRoot(ch)
+		}
+		k.addFreeRoot(p)
+	}
+}
+
+// bindRoot binds the free physical cell target to a VC pool at its level.
+func (k *Core) bindRoot(target *Cell, p *pool, doomed bool) error {
+	if err := k.splitTo(target); err != nil {
+		return err
+	}
+	target.pool = p
+	target.doomed = doomed
+	p.roots.add(target, target.freeLeaves)
+	p.bound[target.level]++
+	if doomed {
+		p.doomed[target.level]++
+	}
+	// A split may leave less healthy capacity than the VCs may claim.
+	target.chain.needCheck = true
+	return nil
+}
+
+// unbindRoot releases a VC's bound cell back to the free pool.
+func (k *Core) unbindRoot(r *Cell) {
+	p := r.pool
+	p.roots.remove(r)
+	p.bound[r.level]--
+	if r.doomed {
+		p.doomed[r.level]--
+		r.doomed = false
+	}
+	r.pool = nil
+	k.releaseToFree(r)
+	r.chain.needCheck = true
+}
+
+// --- counters ---
+
+// updateLeaf propagates the change of a leaf's contribution (old -> now) to
+// the leaf and its ancestors. maxFree and index keys are refreshed in flush.
+func (k *Core) updateLeaf(l *Cell, old leafCounts) {
+	now := l.leafContribution()
+	if now == old {
+		return
+	}
+	d := leafCounts{now.free - old.free, now.unsched - old.unsched, now.lost - old.lost, now.opp - old.opp, now.guar - old.guar}
+	if d.lost != 0 {
+		l.chain.needCheck = true
+	}
+	for x := l; x != nil; x = x.parent {
+		x.freeLeaves += d.free
+		x.unschedLeaves += d.unsched
+		x.lostLeaves += d.lost
+		x.oppLeaves += d.opp
+		x.guarLeaves += d.guar
+		if !x.dirty {
+			x.dirty = true
+			k.dirty[x.level] = append(k.dirty[x.level], x)
+		}
+		if d.guar < 0 && x.guarLeaves == 0 && x.pool != nil && x.pool.vc != nil && x.pool.pinnedID == "" && !x.doomed {
+			k.unbindCandidates = append(k.unbindCandidates, x)
+		}
+	}
+}
+
+// flush refreshes maxFree and index keys of changed cells, lowest level first.
+func (k *Core) flush() {
+	for l := 1; l < len(k.dirty); l++ {
+		list := k.dirty[l]
+		for i, x := range list {
+			list[i] = nil
+			x.dirty = false
+			if x.level > 1 {
+				for j := range x.maxFree {
+					x.maxFree[j] = 0
+				}
+				for _, c := range x.children {
+					if c.level > 1 {
+						for j, v := range c.maxFree {
+							if v > x.maxFree[j] {
+								x.maxFree[j] = v
+							}
+						}
+					}
+					if f := c.freeLeaves; f > x.maxFree[c.level-1] {
+						x.maxFree[c.level-1] = f
+					}
+				}
+			}
+			if x.pool != nil {
+				x.pool.roots.rekey(x, x.freeLeaves)
+				if x.pool.isFree() {
+					x.chain.freeList[x.level].rekey(x, x.chain.penalty(x))
+				}
+			}
+			if x.parent == nil {
+				x.chain.topIndex.rekey(x, x.freeLeaves)
+			}
+		}
+		k.dirty[l] = list[:0]
+	}
+}
+
+// freeAt is how many free leaves the best level-l cell at or below c has.
+func freeAt(c *Cell, l int) int32 {
+	if int(c.level) == l {
+		return c.freeLeaves
+	}
+	if int(c.level) < l {
+		return 0
+	}
+	return c.maxFree[l-1]
+}

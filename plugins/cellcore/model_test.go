@@ -1,0 +1,531 @@
+package cellcore
+
+import (
+	"flag"
+	"fmt"
+	"math/rand"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	modelOps  = flag.Int("model.ops", 100000, "operations of the randomized model test (make soak runs 1e6)")
+	modelSeed = flag.Int64("model.seed", 1, "first seed of the randomized model test")
+)
+
+// modelRun drives a core with random operations and checks every invariant
+// after every step. Operations that fail must leave the state untouched.
+type modelRun struct {
+	t      *testing.T
+	r      *rand.Rand
+	cfg    Config
+	k      *Core
+	vcs    map[string]VirtualClusterSpec
+	groups map[string]AffinityGroupSpec // groups the "plugin" knows
+	health map[string]NodeHealth
+	bad    map[string]bool // node/index of bad devices
+	next   int
+	stats  map[string]int
+}
+
+func newModelRun(t *testing.T, seed int64) *modelRun {
+	m := &modelRun{t: t, r: rand.New(rand.NewSource(seed)), cfg: clusterConfig(3, 4, 3),
+		vcs: map[string]VirtualClusterSpec{}, groups: map[string]AffinityGroupSpec{},
+		health: map[string]NodeHealth{}, bad: map[string]bool{}, stats: map[string]int{}}
+	// One pinned node.
+	m.cfg.PhysicalCells[2].CellChildren[3].PinnedCellID = "pin-1"
+	m.k = newHealthyCore(t, m.cfg)
+	for n := range m.k.nodes {
+		m.health[n] = NodeHealthy
+	}
+	for _, s := range []VirtualClusterSpec{
+		vcSpec("vc1", "V100-RACK", 1, "V100-NODE", 1),
+		vcSpec("vc2", "V100-NODE", 3, "V100-SOCKET", 2, "T4-NODE", 1),
+		{Name: "vc3", VirtualCells: []VirtualCellSpec{{CellType: "T4-NODE", CellNumber: 1}}, PinnedCells: []PinnedCellSpec{{PinnedCellID: "pin-1"}}},
+	} {
+		_, err := m.k.SetVirtualCluster(s)
+		require.NoError(t, err)
+		m.vcs[s.Name] = s
+	}
+	return m
+}
+
+func (m *modelRun) pick(list []string) string { return list[m.r.Intn(len(list))] }
+
+func (m *modelRun) groupNames() []string {
+	out := make([]string, 0, len(m.groups))
+	for n := range m.groups {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (m *modelRun) vcNames() []string {
+	out := make([]string, 0, len(m.vcs))
+	for n := range m.vcs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (m *modelRun) fingerprint() string {
+	return fmt.Sprintf("%+v", m.k.Snapshot())
+}
+
+// sameState fails the test with the first difference of two fingerprints.
+func (m *modelRun) sameState(before string, why string, args ...any) {
+	after := m.fingerprint()
+	if before == after {
+		return
+	}
+	i := 0
+	for i < len(before) && i < len(after) && before[i] == after[i] {
+		i++
+	}
+	lo := max(0, i-300)
+	m.t.Fatalf("%s: state changed at offset %d:\nbefore: ...%s\nafter:  ...%s", fmt.Sprintf(why, args...), i,
+		before[lo:min(len(before), i+200)], after[lo:min(len(after), i+200)])
+}
+
+func (m *modelRun) step(i int) {
+	t := m.t
+	op := m.r.Intn(100)
+	switch {
+	case op < 30:
+		m.newGroup()
+	case op < 40:
+		m.retry()
+	case op < 60:
+		m.deletePod()
+	case op < 67:
+		m.deleteGroup()
+	case op < 70:
+		m.rollback()
+	case op < 80:
+		m.nodeHealth()
+	case op < 83:
+		m.deviceHealth()
+	case op < 92:
+		m.resizeVC()
+	case op < 93:
+		m.removeOrAddVC()
+	case op < 95:
+		m.restart()
+	default:
+		m.badRequest()
+	}
+	if err := m.k.CheckInvariants(); err != nil {
+		t.Fatalf("step %d: %v", i, err)
+	}
+}
+
+func (m *modelRun) randomSpec() AffinityGroupSpec {
+	m.next++
+	vcs := m.vcNames()
+	s := AffinityGroupSpec{Name: fmt.Sprintf("g%d", m.next), VirtualCluster: m.pick(vcs)}
+	switch p := m.r.Intn(10); {
+	case p < 3:
+		s.Priority = -1
+	default:
+		s.Priority = int32(m.r.Intn(4) * 5)
+	}
+	switch m.r.Intn(4) {
+	case 0:
+		s.LeafCellType = "V100"
+	case 1:
+		s.LeafCellType = "T4"
+	}
+	s.LazyPreemptionEnable = m.r.Intn(3) == 0
+	if s.VirtualCluster == "vc3" && s.Priority >= 0 && m.r.Intn(2) == 0 {
+		s.PinnedCellID = "pin-1"
+		s.LeafCellType = "V100"
+	}
+	sizes := []int32{1, 1, 2, 4, 8}
+	for n := m.r.Intn(2) + 1; n > 0; n-- {
+		s.Members = append(s.Members, AffinityGroupMember{PodNumber: int32(m.r.Intn(3) + 1), LeafCellNumber: sizes[m.r.Intn(len(sizes))]})
+	}
+	return s
+}
+
+func (m *modelRun) newGroup() {
+	s := m.randomSpec()
+	before := ""
+	if m.r.Intn(4) == 0 {
+		before = m.fingerprint()
+	}
+	d, err := m.k.Schedule(s)
+	if err != nil {
+		m.stats["invalid"]++
+		if before != "" {
+			m.sameState(before, "a refused request changed the state: %v", err)
+		}
+		return
+	}
+	m.groups[s.Name] = s
+	m.onDecision(s, d)
+}
+
+func (m *modelRun) onDecision(s AffinityGroupSpec, d Decision) {
+	t := m.t
+	m.stats[d.Kind.String()]++
+	if len(d.Downgraded) > 0 {
+		m.stats["downgraded"] += len(d.Downgraded)
+	}
+	switch d.Kind {
+	case Placed:
+		require.Len(t, d.Pods, len(newGroup(s, nil, 0).slots))
+		seen := map[string]bool{}
+		for _, p := range d.Pods {
+			require.Len(t, p.LeafCellIndices, int(p.LeafCellNumber))
+			require.NotEmpty(t, p.Node)
+			for _, idx := range p.LeafCellIndices {
+				key := fmt.Sprintf("%s/%s/%d", p.Node, p.LeafCellType, idx)
+				require.False(t, seen[key], "leaf %s twice in one group", key)
+				seen[key] = true
+			}
+		}
+		// Usually the whole gang arrives; sometimes only part of it.
+		n := len(d.Pods)
+		if m.r.Intn(5) == 0 {
+			n = m.r.Intn(n + 1)
+		}
+		for i := 0; i < n; i++ {
+			_, err := m.k.AssignPod(s.Name, fmt.Sprintf("%s-%d", s.Name, i), d.Pods[i].LeafCellNumber)
+			require.NoError(t, err)
+		}
+		if n < len(d.Pods) && m.r.Intn(2) == 0 {
+			require.NoError(t, m.k.RollbackAffinityGroup(s.Name))
+			m.stats["rollback"]++
+		}
+	case Preempt:
+		require.NotEmpty(t, d.Victims)
+		// The plugin deletes the victims' pods, often right away.
+		if m.r.Intn(3) > 0 {
+			for _, v := range d.Victims {
+				m.killGroup(v)
+			}
+			d2, err := m.k.Schedule(s)
+			require.NoError(t, err)
+			m.stats["retry-after-preempt"]++
+			if d2.Kind == Placed {
+				m.stats["e2"]++
+			}
+		}
+	}
+}
+
+// killGroup deletes a group's pods, as the scheduler does to a victim.
+func (m *modelRun) killGroup(name string) {
+	st, ok := m.k.AffinityGroupStatus(name)
+	if !ok {
+		delete(m.groups, name)
+		return
+	}
+	hasPods := false
+	for _, p := range st.Pods {
+		if p.PodKey != "" {
+			hasPods = true
+			_, err := m.k.DeletePod(name, p.PodKey)
+			require.NoError(m.t, err)
+		}
+	}
+	if !hasPods {
+		_, err := m.k.DeleteAffinityGroup(name)
+		require.NoError(m.t, err)
+	}
+	if _, ok := m.k.AffinityGroupStatus(name); !ok {
+		delete(m.groups, name)
+	}
+}
+
+func (m *modelRun) retry() {
+	names := m.groupNames()
+	if len(names) == 0 {
+		return
+	}
+	n := m.pick(names)
+	st, ok := m.k.AffinityGroupStatus(n)
+	if !ok {
+		delete(m.groups, n)
+		return
+	}
+	if st.State != AGPending && st.State != AGPreempting {
+		return
+	}
+	d, err := m.k.Schedule(m.groups[n])
+	if err != nil {
+		// Its VC may have been removed or shrunk below it.
+		m.stats["retry-invalid"]++
+		_, derr := m.k.DeleteAffinityGroup(n)
+		require.NoError(m.t, derr)
+		delete(m.groups, n)
+		return
+	}
+	m.onDecision(m.groups[n], d)
+}
+
+func (m *modelRun) deletePod() {
+	names := m.groupNames()
+	if len(names) == 0 {
+		return
+	}
+	n := m.pick(names)
+	st, ok := m.k.AffinityGroupStatus(n)
+	if !ok {
+		delete(m.groups, n)
+		return
+	}
+	var keys []string
+	for _, p := range st.Pods {
+		if p.PodKey != "" {
+			keys = append(keys, p.PodKey)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	res, err := m.k.DeletePod(n, m.pick(keys))
+	require.NoError(m.t, err)
+	m.stats["delete-pod"]++
+	if res.GroupDeleted {
+		delete(m.groups, n)
+	}
+	for _, p := range res.ReadyPreemptors {
+		if s, ok := m.groups[p]; ok {
+			d, err := m.k.Schedule(s)
+			require.NoError(m.t, err)
+			require.Equal(m.t, Placed, d.Kind, "ready preemptor %s not placed: %s", p, d.Reason)
+			m.stats["e2"]++
+			bindAll(m.t, m.k, d)
+		}
+	}
+}
+
+func (m *modelRun) deleteGroup() {
+	names := m.groupNames()
+	if len(names) == 0 {
+		return
+	}
+	n := m.pick(names)
+	_, err := m.k.DeleteAffinityGroup(n)
+	require.NoError(m.t, err)
+	delete(m.groups, n)
+	m.stats["delete-group"]++
+}
+
+func (m *modelRun) rollback() {
+	names := m.groupNames()
+	if len(names) == 0 {
+		return
+	}
+	n := m.pick(names)
+	before := m.fingerprint()
+	if err := m.k.RollbackAffinityGroup(n); err != nil {
+		m.sameState(before, "a refused rollback changed the state")
+		return
+	}
+	m.stats["rollback"]++
+}
+
+func (m *modelRun) nodeNames() []string {
+	out := make([]string, 0, len(m.health))
+	for n := range m.health {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (m *modelRun) nodeHealth() {
+	n := m.pick(m.nodeNames())
+	h := NodeHealthy
+	if m.r.Intn(2) == 0 {
+		h = []NodeHealth{NodeBad, NodeMaintenance, NodeRetired, NodeUnknown}[m.r.Intn(4)]
+	}
+	require.NoError(m.t, m.k.SetNodeHealth(n, h))
+	m.health[n] = h
+	m.stats["health"]++
+}
+
+func (m *modelRun) deviceHealth() {
+	n := m.pick(m.nodeNames())
+	idx := int32(m.r.Intn(8))
+	bad := m.r.Intn(2) == 0
+	err := m.k.SetLeafCellHealth(n, "", idx, bad)
+	if err == nil {
+		m.bad[fmt.Sprintf("%s/%d", n, idx)] = bad
+	}
+}
+
+func (m *modelRun) resizeVC() {
+	n := m.pick(m.vcNames())
+	s := m.vcs[n]
+	ns := VirtualClusterSpec{Name: n, PinnedCells: s.PinnedCells}
+	types := []string{"V100-RACK", "V100-NODE", "V100-SOCKET", "V100-SWITCH", "V100", "T4-NODE"}
+	for _, vcell := range s.VirtualCells {
+		c := vcell.CellNumber + int32(m.r.Intn(3)-1)
+		if c > 0 {
+			ns.VirtualCells = append(ns.VirtualCells, VirtualCellSpec{CellType: vcell.CellType, CellNumber: c})
+		}
+	}
+	if m.r.Intn(4) == 0 {
+		ns.VirtualCells = append(ns.VirtualCells, VirtualCellSpec{CellType: m.pick(types), CellNumber: int32(m.r.Intn(2) + 1)})
+	}
+	before := m.fingerprint()
+	res, err := m.k.SetVirtualCluster(ns)
+	if err != nil {
+		m.stats["vc-refused"]++
+		m.sameState(before, "a refused VC change altered the state: %v", err)
+		return
+	}
+	m.stats["vc-resize"]++
+	m.stats["downgraded"] += len(res.Downgraded)
+	m.vcs[n] = ns
+}
+
+func (m *modelRun) removeOrAddVC() {
+	if _, ok := m.vcs["vc4"]; ok {
+		_, err := m.k.RemoveVirtualCluster("vc4")
+		require.NoError(m.t, err)
+		delete(m.vcs, "vc4")
+		return
+	}
+	s := vcSpec("vc4", "V100-NODE", 1)
+	if _, err := m.k.SetVirtualCluster(s); err == nil {
+		m.vcs["vc4"] = s
+	}
+}
+
+// restart persists what a real cluster keeps (VCs, node health, running
+// groups' placements on their pods) and rebuilds a new core from it (ec).
+func (m *modelRun) restart() {
+	t := m.t
+	old := m.k
+	snap := old.Snapshot()
+	k, err := New(m.cfg)
+	require.NoError(t, err)
+	for _, n := range m.nodeNames() {
+		require.NoError(t, k.SetNodeHealth(n, m.health[n]))
+	}
+	for key, bad := range m.bad {
+		if bad {
+			var node string
+			var idx int32
+			_, _ = fmt.Sscanf(key[len(key)-1:], "%d", &idx)
+			node = key[:len(key)-2]
+			require.NoError(t, k.SetLeafCellHealth(node, "", idx, true))
+		}
+	}
+	for _, n := range m.vcNames() {
+		_, err := k.SetVirtualCluster(m.vcs[n])
+		require.NoError(t, err)
+	}
+	used := map[string]string{}
+	for _, g := range snap.AffinityGroups {
+		if g.State != AGAllocated && g.State != AGBeingPreempted {
+			// Volatile or unbound: the plugin schedules its pods again.
+			continue
+		}
+		var pods []RecoveredPod
+		for _, p := range g.Pods {
+			if p.PodKey != "" {
+				pods = append(pods, RecoveredPod{PodKey: p.PodKey, Node: p.Node, LeafCellIndices: p.LeafCellIndices})
+			}
+		}
+		if len(pods) == 0 {
+			continue
+		}
+		spec := m.groups[g.Name]
+		res, err := k.RecoverAffinityGroup(spec, pods)
+		require.NoError(t, err, "recovering %s", g.Name)
+		if res.Downgraded {
+			m.stats["recover-downgraded"]++
+		}
+		st, ok := k.AffinityGroupStatus(g.Name)
+		require.True(t, ok)
+		require.Equal(t, AGAllocated, st.State)
+		for _, p := range st.Pods {
+			for _, idx := range p.LeafCellIndices {
+				if p.PodKey == "" {
+					continue
+				}
+				key := fmt.Sprintf("%s/%s/%d", p.Node, p.LeafCellType, idx)
+				require.Empty(t, used[key], "leaf %s double booked by %s and %s", key, used[key], g.Name)
+				used[key] = g.Name
+			}
+		}
+	}
+	// A recovered group's pods must be on exactly the cells they had.
+	for _, g := range snap.AffinityGroups {
+		st, ok := k.AffinityGroupStatus(g.Name)
+		if !ok {
+			delete(m.groups, g.Name)
+			continue
+		}
+		for _, p := range g.Pods {
+			if p.PodKey == "" {
+				continue
+			}
+			found := false
+			for _, q := range st.Pods {
+				if q.PodKey == p.PodKey {
+					found = true
+					require.Equal(t, p.Node, q.Node)
+					require.Equal(t, p.LeafCellIndices, q.LeafCellIndices)
+				}
+			}
+			require.True(t, found, "pod %s of %s lost in recovery", p.PodKey, g.Name)
+		}
+	}
+	for n := range m.groups {
+		if _, ok := k.AffinityGroupStatus(n); !ok {
+			delete(m.groups, n) // Pending and Preempting groups are rescheduled as new
+		}
+	}
+	m.k = k
+	m.stats["restart"]++
+}
+
+func (m *modelRun) badRequest() {
+	s := m.randomSpec()
+	switch m.r.Intn(6) {
+	case 0:
+		s.VirtualCluster = "no-such-vc"
+	case 1:
+		s.LeafCellType = "H100"
+	case 2:
+		s.Members[0].LeafCellNumber = 16
+	case 3:
+		s.Priority = 1001
+	case 4:
+		s.Members[0].PodNumber = 0
+	case 5:
+		s.Members = []AffinityGroupMember{{PodNumber: 200, LeafCellNumber: 8}}
+		s.Priority = 1
+	}
+	before := m.fingerprint()
+	_, err := m.k.Schedule(s)
+	require.Error(m.t, err)
+	m.sameState(before, "bad request %+v changed the state", s)
+	m.stats["bad-request"]++
+}
+
+func TestModelRandomized(t *testing.T) {
+	const runs = 4
+	per := *modelOps / runs
+	for r := 0; r < runs; r++ {
+		seed := *modelSeed + int64(r)
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			m := newModelRun(t, seed)
+			for i := 0; i < per; i++ {
+				m.step(i)
+			}
+			t.Logf("%d operations: %v", per, m.stats)
+		})
+	}
+}

@@ -1,0 +1,136 @@
+package cellcore
+
+import (
+	"fmt"
+	"sort"
+)
+
+// AssignPod gives a pod one of the Allocated group's slots of its size (the
+// same slot again for the same key) and returns the pod's cells.
+func (k *Core) AssignPod(group, podKey string, leafCellNumber int32) (PodPlacement, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	g := k.groups[group]
+	if g == nil {
+		return PodPlacement{}, fmt.Errorf("affinity group %q is not known", group)
+	}
+	if g.state != AGAllocated && g.state != AGBeingPreempted {
+		return PodPlacement{}, fmt.Errorf("affinity group %q is %s, not Allocated", group, g.state)
+	}
+	for i, s := range g.slots {
+		if s.podKey == podKey {
+			return k.podPlacement(g, i, s), nil
+		}
+	}
+	for i, s := range g.slots {
+		if s.podKey == "" && s.leafCellNumber == leafCellNumber && len(g.placement[i]) > 0 {
+			g.slots[i].podKey = podKey
+			g.livePods++
+			return k.podPlacement(g, i, g.slots[i]), nil
+		}
+	}
+	return PodPlacement{}, fmt.Errorf("affinity group %q has no free slot for a pod of %d leaf cells (its members: %v)", group, leafCellNumber, g.spec.Members)
+}
+
+// PodDeletion reports what deleting a pod did.
+type PodDeletion struct {
+	GroupDeleted bool
+	// ReadyPreemptors are Preempting groups whose cells are now all
+	// Reserved: scheduling them again makes them Allocated (AG e2).
+	ReadyPreemptors []string
+}
+
+// DeletePod records that a pod of a group is gone. On a Being preempted
+// group its Reserving cells go Reserved (cell e9); when the group's last pod
+// goes, the group is deleted (AG e3 or e4).
+func (k *Core) DeletePod(group, podKey string) (PodDeletion, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	defer k.finish()
+	var res PodDeletion
+	g := k.groups[group]
+	if g == nil {
+		return res, nil
+	}
+	slot := -1
+	for i, s := range g.slots {
+		if s.podKey == podKey && podKey != "" {
+			slot = i
+		}
+	}
+	if slot < 0 {
+		return res, nil
+	}
+	cells := append([]*Cell(nil), g.placement[slot]...)
+	g.slots[slot].podKey = ""
+	g.livePods--
+	k.podDeleted(g, slot)
+	if g.livePods == 0 {
+		for _, pod := range g.placement {
+			cells = append(cells, pod...)
+		}
+		if err := k.deleteGroup(g); err != nil {
+			return res, err
+		}
+		res.GroupDeleted = true
+	}
+	res.ReadyPreemptors = k.readyPreemptors(cells)
+	return res, nil
+}
+
+// DeleteAffinityGroup deletes a group whatever its pods: AG e8, e7, e3 or e4
+// by its state.
+func (k *Core) DeleteAffinityGroup(group string) (PodDeletion, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	defer k.finish()
+	var res PodDeletion
+	g := k.groups[group]
+	if g == nil {
+		return res, nil
+	}
+	var cells []*Cell
+	for _, pod := range g.placement {
+		cells = append(cells, pod...)
+	}
+	if err := k.deleteGroup(g); err != nil {
+		return res, err
+	}
+	res.GroupDeleted = true
+	res.ReadyPreemptors = k.readyPreemptors(cells)
+	return res, nil
+}
+
+func (k *Core) readyPreemptors(cells []*Cell) []string {
+	var out []string
+	for _, c := range cells {
+		if p := c.reserving; p != nil && p.state == AGPreempting {
+			ready := true
+			for _, pod := range p.placement {
+				for _, x := range pod {
+					if x.state != CellReserved {
+						ready = false
+					}
+				}
+			}
+			if ready {
+				out = appendName(out, p.spec.Name)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RollbackAffinityGroup is extension x1: an Allocated group whose gang did
+// not complete before binding releases its cells and is Pending again.
+func (k *Core) RollbackAffinityGroup(group string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	defer k.finish()
+	g := k.groups[group]
+	if g == nil {
+		return fmt.Errorf("affinity group %q is not known", group)
+	}
+	return k.rollback(g)
+}

@@ -1,0 +1,335 @@
+package cellcore
+
+import "sort"
+
+// search finds a placement for one affinity group. It is reused across calls
+// so that the hot path allocates nothing per node or per cell: leaves taken in
+// the current attempt are marked with an epoch instead of being copied.
+type search struct {
+	k       *Core
+	g       *AffinityGroup
+	order   []int   // slot indices, largest pods first
+	result  [][]*Cell
+	preempt bool  // count leaves of lower priority AGs as available
+	prio    int32 // the group's priority, for preemption
+	epoch   uint32
+	nodes   []*Cell
+	avail   []int32
+	assign  []int
+	// binding made by a spanning search, undone if the plan is dropped
+	bound []*Cell
+}
+
+func (s *search) reset(g *AffinityGroup) {
+	s.g = g
+	s.prio = g.priority()
+	s.order = s.order[:0]
+	for i := range g.slots {
+		s.order = append(s.order, i)
+	}
+	sort.SliceStable(s.order, func(a, b int) bool {
+		return g.slots[s.order[a]].leafCellNumber > g.slots[s.order[b]].leafCellNumber
+	})
+	if cap(s.result) < len(g.slots) {
+		s.result = make([][]*Cell, len(g.slots))
+	}
+	s.result = s.result[:len(g.slots)]
+	s.bound = s.bound[:0]
+}
+
+func (s *search) newAttempt() {
+	s.k.epoch++
+	s.epoch = s.k.epoch
+	for i := range s.result {
+		s.result[i] = s.result[i][:0]
+	}
+}
+
+// takeable: may this leaf go to the group in this attempt?
+func (s *search) takeable(c *Cell) bool {
+	if c.markEpoch == s.epoch || !c.schedulable() {
+		return false
+	}
+	if c.state == CellFree {
+		return true
+	}
+	if !s.preempt {
+		return false
+	}
+	switch c.state {
+	case CellUsed:
+		return c.using.priority() < s.prio
+	default: // Reserving, Reserved
+		return c.reserving.priority() < s.prio
+	}
+}
+
+// count is how many leaves below c are takeable now.
+func (s *search) count(c *Cell) int32 {
+	if !s.preempt && c.level == c.chain.nodeLeveli8() {
+		// At node level the counter is exact but for this attempt's marks.
+		n := c.freeLeaves
+		if c.level == c.chain.nodeLeveli8() && c.markEpoch == s.epoch {
+			n -= c.markCount
+		}
+		return n
+	}
+	if c.isLeaf() {
+		if s.takeable(c) {
+			return 1
+		}
+		return 0
+	}
+	var n int32
+	for _, ch := range c.children {
+		n += s.count(ch)
+	}
+	return n
+}
+
+func (ch *chain) nodeLeveli8() int8 { return int8(ch.nodeLevel) }
+
+func (s *search) mark(c *Cell, slot int) {
+	c.markEpoch = s.epoch
+	s.result[slot] = append(s.result[slot], c)
+	if nc := c.nodeCell; nc != nil {
+		if nc.markEpoch != s.epoch {
+			nc.markEpoch = s.epoch
+			nc.markCount = 0
+		}
+		nc.markCount++
+	}
+}
+
+// pickLeaves takes n leaves below x for a pod, packed under the lowest cell
+// that holds them, preferring the tightest fitting child.
+func (s *search) pickLeaves(x *Cell, n int32, slot int) bool {
+	if x.isLeaf() {
+		if n == 1 && s.takeable(x) {
+			s.mark(x, slot)
+			return true
+		}
+		return false
+	}
+	var best *Cell
+	var bestN int32
+	for _, ch := range x.children {
+		if a := s.count(ch); a >= n && (best == nil || a < bestN) {
+			best, bestN = ch, a
+		}
+	}
+	if best != nil {
+		return s.pickLeaves(best, n, slot)
+	}
+	// No single child holds the pod: spread it over the fullest children.
+	for n > 0 {
+		best, bestN = nil, 0
+		for _, ch := range x.children {
+			if a := s.count(ch); a > bestN {
+				best, bestN = ch, a
+			}
+		}
+		if best == nil {
+			return false
+		}
+		t := min(bestN, n)
+		if !s.pickLeaves(best, t, slot) {
+			return false
+		}
+		n -= t
+	}
+	return true
+}
+
+// placeIn tries to place the whole group inside cell c.
+func (s *search) placeIn(c *Cell) bool {
+	s.newAttempt()
+	g := s.g
+	if c.level <= c.chain.nodeLeveli8() {
+		for _, slot := range s.order {
+			if !s.pickLeaves(c, g.slots[slot].leafCellNumber, slot) {
+				return false
+			}
+		}
+		return true
+	}
+	s.nodes, s.avail = s.nodes[:0], s.avail[:0]
+	s.collectNodes(c)
+	s.assign = s.assign[:0]
+	for _, slot := range s.order {
+		need := g.slots[slot].leafCellNumber
+		best := -1
+		for i, a := range s.avail {
+			if a >= need && (best < 0 || a < s.avail[best]) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return false
+		}
+		s.avail[best] -= need
+		s.assign = append(s.assign, best)
+	}
+	for i, slot := range s.order {
+		if !s.pickLeaves(s.nodes[s.assign[i]], g.slots[slot].leafCellNumber, slot) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *search) collectNodes(c *Cell) {
+	if !s.preempt && c.freeLeaves == 0 || c.unschedLeaves == c.leafCount {
+		return
+	}
+	if c.level == c.chain.nodeLeveli8() {
+		if a := s.count(c); a > 0 {
+			s.nodes = append(s.nodes, c)
+			s.avail = append(s.avail, a)
+		}
+		return
+	}
+	for _, ch := range c.children {
+		s.collectNodes(ch)
+	}
+}
+
+// descend looks below x for a level-l cell that holds the group (g leaves),
+// visiting the most used qualifying child first so that free space stays in
+// large cells (packing).
+func (s *search) descend(x *Cell, l int, need int32) bool {
+	if int(x.level) == l {
+		return s.placeIn(x)
+	}
+	if len(x.children) > 64 {
+		for _, ch := range x.children {
+			if freeAt(ch, l) >= need && s.descend(ch, l, need) {
+				return true
+			}
+		}
+		return false
+	}
+	var tried uint64
+	for {
+		best := -1
+		for i, ch := range x.children {
+			if tried&(1<<uint(i)) == 0 && freeAt(ch, l) >= need && (best < 0 || ch.freeLeaves < x.children[best].freeLeaves) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return false
+		}
+		tried |= 1 << uint(best)
+		if s.descend(x.children[best], l, need) {
+			return true
+		}
+	}
+}
+
+// inRoots tries the roots of an index (a pool's roots or a chain's top
+// cells), least free first, for a level-l cell that holds the group.
+func (s *search) inRoots(b *bucketSet, l int, need int32) bool {
+	for key := b.next(need); key >= 0; key = b.next(key + 1) {
+		bk := b.buckets[key]
+		for i := 0; i < len(bk); i++ {
+			r := bk[i]
+			if int(r.level) >= l && freeAt(r, l) >= need && s.descend(r, l, need) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lowestLevel is the lowest level of ch whose cells hold need leaves, or 0.
+func lowestLevel(ch *chain, need int32) int {
+	for l := 1; l <= ch.top; l++ {
+		if ch.leafCount[l] >= need {
+			return l
+		}
+	}
+	return 0
+}
+
+// --- preemption search: slower, scans the pool ---
+
+type preemptCost struct {
+	maxPrio int32 // highest priority among victims, -2 if none
+	victims int
+	leaves  int32
+}
+
+func (a preemptCost) less(b preemptCost) bool {
+	if a.maxPrio != b.maxPrio {
+		return a.maxPrio < b.maxPrio
+	}
+	if a.victims != b.victims {
+		return a.victims < b.victims
+	}
+	return a.leaves < b.leaves
+}
+
+func (s *search) cost() preemptCost {
+	c := preemptCost{maxPrio: -2}
+	var seen []*AffinityGroup
+	for _, pod := range s.result {
+		for _, l := range pod {
+			if l.state == CellUsed || l.state == CellReserving {
+				c.leaves++
+				if v := l.using; v != nil {
+					found := false
+					for _, x := range seen {
+						if x == v {
+							found = true
+							break
+						}
+					}
+					if !found {
+						seen = append(seen, v)
+						if p := v.priority(); p > c.maxPrio {
+							c.maxPrio = p
+						}
+					}
+				}
+			}
+		}
+	}
+	c.victims = len(seen)
+	return c
+}
+
+type bestPlan struct {
+	found  bool
+	cost   preemptCost
+	result [][]*Cell
+	bind   *Cell   // a free cell to bind when the plan is committed, or nil
+	bound  []*Cell // cells a spanning search already bound for the plan
+}
+
+func (s *search) consider(b *bestPlan, bind *Cell) {
+	c := s.cost()
+	if b.found && !c.less(b.cost) {
+		return
+	}
+	b.found, b.cost, b.bind = true, c, bind
+	b.result = make([][]*Cell, len(s.result))
+	for i, pod := range s.result {
+		b.result[i] = append([]*Cell(nil), pod...)
+	}
+}
+
+// eachLevelCell visits the level-l cells at or below x that could hold need
+// leaves if every lower priority were preempted.
+func eachLevelCell(x *Cell, l int, need int32, fn func(*Cell)) {
+	if x.leafCount-x.unschedLeaves < need {
+		return
+	}
+	if int(x.level) == l {
+		fn(x)
+		return
+	}
+	for _, ch := range x.children {
+		eachLevelCell(ch, l, need, fn)
+	}
+}

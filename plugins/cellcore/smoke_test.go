@@ -1,0 +1,49 @@
+package cellcore
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestSmokeGangInOneRack(t *testing.T) {
+	k := newHealthyCore(t, clusterConfig(2, 4, 2))
+	mustCheck(t, k)
+	_, err := k.SetVirtualCluster(vcSpec("a", "V100-RACK", 1))
+	require.NoError(t, err)
+	_, err = k.SetVirtualCluster(vcSpec("b", "V100-NODE", 2, "T4-NODE", 1))
+	require.NoError(t, err)
+	mustCheck(t, k)
+	d, err := k.Schedule(ag("g1", "a", 0, 3, 8))
+	require.NoError(t, err)
+	require.Equal(t, Placed, d.Kind, d.Reason)
+	racks := map[string]bool{}
+	for _, p := range d.Pods {
+		require.Len(t, p.LeafCellIndices, 8)
+		racks[p.Node[:2]] = true
+	}
+	require.Len(t, racks, 1)
+	mustCheck(t, k)
+	bindAll(t, k, d)
+	d2, err := k.Schedule(ag("g2", "a", 0, 1, 1))
+	require.NoError(t, err)
+	require.Equal(t, Placed, d2.Kind, d2.Reason)
+	mustCheck(t, k)
+	d3, err := k.Schedule(ag("g3", "b", 0, 2, 8))
+	require.NoError(t, err)
+	require.Equal(t, Placed, d3.Kind, d3.Reason)
+	mustCheck(t, k)
+	g4 := ag("g4", "b", 0, 1, 1)
+	g4.LeafCellType = "V100"
+	d4, err := k.Schedule(g4)
+	require.NoError(t, err)
+	require.Equal(t, Wait, d4.Kind)
+	t.Log(d4.Reason)
+	// Without a leaf type the T4 node of VC b serves it.
+	d5, err := k.Schedule(ag("g5", "b", 0, 1, 1))
+	require.NoError(t, err)
+	require.Equal(t, Placed, d5.Kind)
+	require.Equal(t, "T4", d5.Pods[0].LeafCellType)
+	deleteAllPods(t, k, "g1")
+	mustCheck(t, k)
+}

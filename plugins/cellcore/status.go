@@ -1,0 +1,180 @@
+package cellcore
+
+import "sort"
+
+// CellLevelStatus is a VC's reservation at one (chain, level).
+type CellLevelStatus struct {
+	Chain    string
+	CellType string
+	Level    int
+	// Virtual cells: reserved, bound to physical cells, and bound to lost
+	// hardware (bad: doomed, or bound cells whose hardware went bad).
+	Total, Bound, Bad int32
+	// Leaf cells under these virtual cells: total, used or reserved by the
+	// VC's guaranteed groups, free and healthy, and lost.
+	LeafCells, UsedLeafCells, FreeLeafCells, BadLeafCells int32
+}
+
+// PinnedCellStatus is one pinned cell of a VC.
+type PinnedCellStatus struct {
+	PinnedCellID                                        string
+	CellType                                            string
+	LeafCells, UsedLeafCells, FreeLeafCells, BadLeafCells int32
+}
+
+// VirtualClusterStatus is a VC's usage, cheap to compute (its bound cells only).
+type VirtualClusterStatus struct {
+	Name           string
+	Cells          []CellLevelStatus
+	PinnedCells    []PinnedCellStatus
+	AffinityGroups map[AGState]int
+}
+
+// VirtualClusterStatus returns one VC's status.
+func (k *Core) VirtualClusterStatus(name string) (VirtualClusterStatus, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	v := k.vcs[name]
+	if v == nil {
+		return VirtualClusterStatus{}, false
+	}
+	return k.vcStatus(v), true
+}
+
+func (k *Core) vcStatus(v *vcState) VirtualClusterStatus {
+	st := VirtualClusterStatus{Name: v.name, AffinityGroups: map[AGState]int{}}
+	for s, n := range v.agCount {
+		if n > 0 && AGState(s) != AGDeleted {
+			st.AffinityGroups[AGState(s)] = n
+		}
+	}
+	for _, ch := range k.chainOrder {
+		p := v.pools[ch]
+		if p == nil {
+			continue
+		}
+		byLevel := make([]CellLevelStatus, ch.top+1)
+		for l := 1; l <= ch.top; l++ {
+			byLevel[l] = CellLevelStatus{Chain: ch.name, CellType: ch.levelType[l], Level: l, Total: p.quota[l], Bound: p.bound[l],
+				LeafCells: p.quota[l] * ch.leafCount[l]}
+			// Unbound virtual cells are backed by healthy free capacity.
+			byLevel[l].FreeLeafCells = p.unbound(l) * ch.leafCount[l]
+		}
+		for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+			for _, r := range p.roots.buckets[key] {
+				s := &byLevel[r.level]
+				if r.lostLeaves > 0 || r.doomed {
+					s.Bad++
+				}
+				s.UsedLeafCells += r.guarLeaves
+				s.FreeLeafCells += r.freeLeaves
+				s.BadLeafCells += r.lostLeaves
+			}
+		}
+		for l := ch.top; l >= 1; l-- {
+			if byLevel[l].Total > 0 || byLevel[l].Bound > 0 {
+				st.Cells = append(st.Cells, byLevel[l])
+			}
+		}
+	}
+	for _, p := range v.pinned {
+		c := k.pinned[p.pinnedID]
+		st.PinnedCells = append(st.PinnedCells, PinnedCellStatus{PinnedCellID: p.pinnedID, CellType: c.chain.levelType[c.level],
+			LeafCells: c.leafCount, UsedLeafCells: c.guarLeaves, FreeLeafCells: c.freeLeaves, BadLeafCells: c.lostLeaves})
+	}
+	return st
+}
+
+// AffinityGroupStatus is a group's state and placement.
+type AffinityGroupStatus struct {
+	Name           string
+	VirtualCluster string
+	State          AGState
+	Priority       int32 // effective: -1 once downgraded
+	Downgraded     bool
+	Pods           []PodPlacement
+}
+
+// AffinityGroupStatus returns one group's status.
+func (k *Core) AffinityGroupStatus(name string) (AffinityGroupStatus, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	g := k.groups[name]
+	if g == nil {
+		return AffinityGroupStatus{}, false
+	}
+	return k.groupStatus(g), true
+}
+
+func (k *Core) groupStatus(g *AffinityGroup) AffinityGroupStatus {
+	st := AffinityGroupStatus{Name: g.spec.Name, VirtualCluster: g.spec.VirtualCluster, State: g.state, Priority: g.priority(), Downgraded: g.downgraded}
+	if g.placement != nil {
+		for i, s := range g.slots {
+			st.Pods = append(st.Pods, k.podPlacement(g, i, s))
+		}
+	}
+	return st
+}
+
+// LeafCellStatus is one physical leaf cell.
+type LeafCellStatus struct {
+	ID             string
+	Node           string
+	Index          int32
+	State          CellState
+	Healthy        bool
+	UsingGroup     string
+	ReservingGroup string
+	Priority       int32 // of the using group, else of the reserving group; -2 if free
+	VirtualCluster string
+}
+
+// Snapshot is the whole state, for status pages and debugging.
+type Snapshot struct {
+	VirtualClusters []VirtualClusterStatus
+	AffinityGroups  []AffinityGroupStatus
+	LeafCells       []LeafCellStatus
+}
+
+// Snapshot copies the whole state. It walks every cell: use the per-VC and
+// per-group calls on hot paths.
+func (k *Core) Snapshot() Snapshot {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var s Snapshot
+	names := make([]string, 0, len(k.vcs))
+	for n := range k.vcs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s.VirtualClusters = append(s.VirtualClusters, k.vcStatus(k.vcs[n]))
+	}
+	for _, n := range k.groupNames() {
+		s.AffinityGroups = append(s.AffinityGroups, k.groupStatus(k.groups[n]))
+	}
+	for _, ch := range k.chainOrder {
+		for _, t := range ch.tops {
+			t.forEachLeaf(func(l *Cell) {
+				ls := LeafCellStatus{ID: l.ID(), Node: l.NodeName(), Index: l.index, State: l.state, Healthy: l.schedulable(), Priority: -2}
+				if l.using != nil {
+					ls.UsingGroup, ls.Priority = l.using.spec.Name, l.using.priority()
+				}
+				if l.reserving != nil {
+					ls.ReservingGroup = l.reserving.spec.Name
+					if l.using == nil {
+						ls.Priority = l.reserving.priority()
+					}
+				}
+				if r := l.rootAncestor(); r != nil && r.pool.vc != nil {
+					ls.VirtualCluster = r.pool.vc.name
+				}
+				s.LeafCells = append(s.LeafCells, ls)
+			})
+		}
+	}
+	return s
+}
+
+// CellCount is the number of physical cells (all levels).
+func (k *Core) CellCount() int { return k.cellCount }
