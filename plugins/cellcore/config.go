@@ -44,7 +44,7 @@ type typeInfo struct {
 	child       string
 	childNum    int32
 	nodeLevel   bool
-	level       int   // 1 for leaf types
+	level       int // 1 for leaf types
 	leafType    string
 	leafCount   int32 // leaves under one cell of this type
 	isLeaf      bool

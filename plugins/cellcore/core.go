@@ -582,37 +582,29 @@ func (s *search) podInto(x *Cell, need int32, slot int) bool {
 	return false
 }
 
-// peekFreeCell chooses the free physical cell to bind at level m: a healthy
-// one of that level with the fewest opportunistic leaves, else one split out
-// of a healthy higher free cell, else whatever is free.
+// peekFreeCell chooses the free physical cell to bind at level m: a clean one
+// (healthy, no opportunistic leaves) of that level, else one split out of a
+// clean larger free cell, else the level's cell with the fewest
+// opportunistic leaves (which a guaranteed group may preempt), else one split
+// out of whatever larger cell is free.
 func (k *Core) peekFreeCell(ch *chain, m int) *Cell {
-	clean := func(l int) *Cell {
+	first := func(l int, maxKey int32) *Cell {
 		fl := ch.freeList[l]
-		if key := fl.next(0); key >= 0 && key <= ch.leafCount[l] {
+		if key := fl.next(0); key >= 0 && key <= maxKey {
 			return fl.buckets[key][0]
 		}
 		return nil
 	}
-	any := func(l int) *Cell {
-		fl := ch.freeList[l]
-		if key := fl.next(0); key >= 0 {
-			return fl.buckets[key][0]
-		}
-		return nil
-	}
-	if c := clean(m); c != nil {
+	if c := first(m, 0); c != nil {
 		return c
 	}
 	for h := m + 1; h <= ch.top; h++ {
-		if c := clean(h); c != nil {
+		if c := first(h, 0); c != nil {
 			return descendTo(c, m)
 		}
 	}
-	if c := any(m); c != nil {
-		return c
-	}
-	for h := m + 1; h <= ch.top; h++ {
-		if c := any(h); c != nil {
+	for h := m; h <= ch.top; h++ {
+		if c := first(h, 1<<30); c != nil {
 			return descendTo(c, m)
 		}
 	}

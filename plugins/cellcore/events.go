@@ -52,13 +52,13 @@ func (k *Core) allocate(g *AffinityGroup, placement [][]*Cell) error {
 			}
 		}
 	}
+	k.cancelPreemptorsOf(g, placement)
 	for _, pod := range placement {
 		for _, c := range pod {
 			switch c.state {
 			case CellFree: // cell e0
 				k.setLeaf(c, Celle0, g, nil)
-			case CellReserved: // cell e8 (i): the Preempting AG goes back to Pending (AG e5)
-				k.preemptorToPending(c.reserving, c)
+			case CellReserved: // cell e8 (i): its Preempting AG went back to Pending (AG e5) above
 				k.setLeaf(c, Celle8, g, nil)
 			default:
 				k.internalError("e0 of %q met cell %s in state %s", g.spec.Name, c.ID(), c.state)
@@ -94,6 +94,7 @@ func (k *Core) reserve(g *AffinityGroup, placement [][]*Cell) ([]*AffinityGroup,
 	if err := k.setAGState(g, AGe1); err != nil {
 		return nil, err
 	}
+	k.cancelPreemptorsOf(g, placement)
 	g.placement = placement
 	var victims []*AffinityGroup
 	for _, pod := range placement {
@@ -106,12 +107,10 @@ func (k *Core) reserve(g *AffinityGroup, placement [][]*Cell) ([]*AffinityGroup,
 				k.setLeaf(c, Celle2, v, g)
 				_ = k.setAGState(v, AGe6)
 				victims = appendUnique(victims, v)
-			case CellReserving: // cell e3: the old preemptor goes Pending (AG e5)
-				k.preemptorToPending(c.reserving, c)
+			case CellReserving: // cell e3: the old preemptor went Pending (AG e5) above
 				k.setLeaf(c, Celle3, c.using, g)
 				victims = appendUnique(victims, c.using)
-			case CellReserved: // cell e6
-				k.preemptorToPending(c.reserving, c)
+			case CellReserved: // cell e6: likewise
 				k.setLeaf(c, Celle6, nil, g)
 			}
 		}
@@ -149,22 +148,46 @@ func (k *Core) completePreemption(g *AffinityGroup) (bool, error) {
 	return true, k.setAGState(g, AGe2)
 }
 
-// preemptorToPending is AG e5 for g, triggered through cell except (whose
-// new owner the caller sets): every other cell g reserved is given back.
-func (k *Core) preemptorToPending(g *AffinityGroup, except *Cell) {
-	k.releaseReservations(g, except)
+// cancelPreemptorsOf fires AG e5 on every Preempting AG that holds a cell of
+// g's placement (the cells g overwrites through cell e3, e6 or e8 (i)). Each
+// gives back its other cells; the overwritten ones stay Reserving/Reserved
+// until g takes them, so their victims remain Being preempted.
+func (k *Core) cancelPreemptorsOf(g *AffinityGroup, placement [][]*Cell) {
+	var old []*AffinityGroup
+	k.epoch++
+	for _, pod := range placement {
+		for _, c := range pod {
+			c.markEpoch = k.epoch
+			if c.reserving != nil && c.reserving != g {
+				old = appendUnique(old, c.reserving)
+			}
+		}
+	}
+	keep := k.epoch
+	for _, p := range old {
+		k.releaseReservations(p, keep)
+		p.placement = nil
+		_ = k.setAGState(p, AGe5)
+	}
+}
+
+// preemptorToPending is AG e5 for g when nothing of it is overwritten (a VC
+// change evacuating its cells): every cell it reserved is given back.
+func (k *Core) preemptorToPending(g *AffinityGroup) {
+	k.releaseReservations(g, 0)
 	g.placement = nil
 	_ = k.setAGState(g, AGe5)
 }
 
-// releaseReservations gives back a Preempting AG's cells: Reserving cells to
-// their victim (cell e4), Reserved cells to Free (cell e7). A victim left with
-// no Reserving cell is no longer being preempted (extension x2).
-func (k *Core) releaseReservations(g *AffinityGroup, except *Cell) {
+// releaseReservations gives back a Preempting AG's cells but those marked
+// with keep: Reserving cells to their victim (cell e4), Reserved cells to
+// Free (cell e7). A victim left with no Reserving cell and no pod lost is no
+// longer being preempted (extension x2).
+func (k *Core) releaseReservations(g *AffinityGroup, keep uint32) {
 	var victims []*AffinityGroup
 	for _, pod := range g.placement {
 		for _, c := range pod {
-			if c == except || c.reserving != g {
+			if c.reserving != g || (keep != 0 && c.markEpoch == keep) {
 				continue
 			}
 			switch c.state {
@@ -176,27 +199,22 @@ func (k *Core) releaseReservations(g *AffinityGroup, except *Cell) {
 			}
 		}
 	}
-	if except != nil && except.state == CellReserving {
-		victims = appendUnique(victims, except.using)
-	}
 	for _, v := range victims {
-		k.maybeCancelBeingPreempted(v, except)
+		k.maybeCancelBeingPreempted(v)
 	}
 }
 
-func (k *Core) maybeCancelBeingPreempted(v *AffinityGroup, except *Cell) {
-	if v.state != AGBeingPreempted {
+func (k *Core) maybeCancelBeingPreempted(v *AffinityGroup) {
+	if v.state != AGBeingPreempted || v.lostPod {
+		// A victim whose pods are being deleted goes on to Deleted (AG e4).
 		return
 	}
 	for _, pod := range v.placement {
 		for _, c := range pod {
-			if c.using == v && c.state == CellReserving && c != except {
+			if c.using == v && c.state == CellReserving {
 				return
 			}
 		}
-	}
-	if except != nil && except.using == v && except.state == CellReserving {
-		return
 	}
 	_ = k.setAGState(v, AGx2)
 }
@@ -207,6 +225,7 @@ func (k *Core) podDeleted(g *AffinityGroup, slot int) {
 	if g.state != AGBeingPreempted || slot >= len(g.placement) {
 		return
 	}
+	g.lostPod = true
 	kept := g.placement[slot][:0]
 	for _, c := range g.placement[slot] {
 		if c.using == g && c.state == CellReserving {
@@ -227,7 +246,7 @@ func (k *Core) deleteGroup(g *AffinityGroup) error {
 			return err
 		}
 	case AGPreempting:
-		k.releaseReservations(g, nil)
+		k.releaseReservations(g, 0)
 		if err := k.setAGState(g, AGe7); err != nil {
 			return err
 		}

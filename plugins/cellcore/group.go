@@ -52,6 +52,7 @@ type AffinityGroup struct {
 	vc         *vcState
 	state      AGState
 	downgraded bool // lazily preempted: runs on as opportunistic
+	lostPod    bool // a pod was deleted while Being preempted: no way back (x2)
 	seq        uint64
 	chain      *chain
 	slots      []podSlot

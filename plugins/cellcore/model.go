@@ -86,6 +86,14 @@ func (k *Core) build(cfg Config) error {
 	k.nodes = map[string]*node{}
 	k.pinned = map[string]*Cell{}
 	nodeByLeafType := map[string]string{} // node/leafType -> cell path, for duplicates
+	total := 0
+	for i := range cfg.PhysicalCells {
+		if ti, ok := types[cfg.PhysicalCells[i].CellType]; ok {
+			total += cellsBelow(ti, types)
+		}
+	}
+	b := &builder{k: k, types: types, nodeByLeafType: nodeByLeafType, devices: map[int32]bool{}}
+	b.cells = make([]Cell, total)
 	for i := range cfg.PhysicalCells {
 		spec := &cfg.PhysicalCells[i]
 		where := fmt.Sprintf("physicalCells[%d]", i)
@@ -105,7 +113,7 @@ func (k *Core) build(cfg Config) error {
 			k.chains[ti.name] = ch
 			k.chainOrder = append(k.chainOrder, ch)
 		}
-		b := &builder{k: k, ch: ch, types: types, nodeByLeafType: nodeByLeafType}
+		b.ch, b.pinned, b.count = ch, b.pinned[:0], 0
 		top, err := b.cell(spec, ti, nil, where, 0)
 		if err != nil {
 			return err
@@ -149,6 +157,16 @@ func (k *Core) build(cfg Config) error {
 	}
 	k.flush()
 	return nil
+}
+
+// cellsBelow counts the cells of a full tree of type ti (itself included).
+func cellsBelow(ti *typeInfo, types map[string]*typeInfo) int {
+	n, per := 1, 1
+	for t := ti; !t.isLeaf; t = types[t.child] {
+		per *= int(t.childNum)
+		n += per
+	}
+	return n
 }
 
 func isAncestor(a, c *Cell) bool {
@@ -214,6 +232,16 @@ type builder struct {
 	// bulk storage, to build large clusters with few allocations
 	cells []Cell
 	ints  []int32
+	ptrs  []*Cell
+}
+
+func (b *builder) newChildren(n int) []*Cell {
+	if len(b.ptrs) < n {
+		b.ptrs = make([]*Cell, 4096+n)
+	}
+	s := b.ptrs[:n:n]
+	b.ptrs = b.ptrs[n:]
+	return s
 }
 
 func (b *builder) newCell() *Cell {
@@ -224,6 +252,23 @@ func (b *builder) newCell() *Cell {
 	b.cells = b.cells[1:]
 	b.count++
 	return c
+}
+
+var smallInts = func() []string {
+	s := make([]string, 256)
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()
+
+// smallItoa shares the strings of small indices: millions of cells below
+// node level need no string of their own.
+func smallItoa(i int) string {
+	if i >= 0 && i < len(smallInts) {
+		return smallInts[i]
+	}
+	return strconv.Itoa(i)
 }
 
 func (b *builder) newInts(n int) []int32 {
@@ -272,7 +317,8 @@ func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where
 			b.k.nodes[addr] = n
 		}
 		n.cells = append(n.cells, c)
-		b.curNode, b.nextDevice, b.devices = n, 0, map[int32]bool{}
+		b.curNode, b.nextDevice = n, 0
+		clear(b.devices)
 		c.nodeCell = c
 	default:
 		c.nodeCell = parent.nodeCell
@@ -291,9 +337,9 @@ func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where
 			b.devices[idx] = true
 			b.nextDevice = idx + 1
 			c.index = idx
-			addr = strconv.Itoa(int(idx))
+			addr = smallItoa(int(idx))
 		} else if addr == "" {
-			addr = strconv.Itoa(sibling)
+			addr = smallItoa(sibling)
 		} else if _, err := strconv.Atoi(addr); err != nil {
 			return nil, fmt.Errorf("%s: cell address %q below node level must be an index", where, addr)
 		}
@@ -322,7 +368,7 @@ func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where
 		return nil, fmt.Errorf("%s: cell of type %q lists %d children, its type has %d", where, ti.name, len(kids), ti.childNum)
 	}
 	childType := b.types[ti.child]
-	c.children = make([]*Cell, ti.childNum)
+	c.children = b.newChildren(int(ti.childNum))
 	for i := range c.children {
 		var ks *PhysicalCellSpec
 		cw := where

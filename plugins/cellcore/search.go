@@ -8,7 +8,7 @@ import "sort"
 type search struct {
 	k       *Core
 	g       *AffinityGroup
-	order   []int   // slot indices, largest pods first
+	order   []int // slot indices, largest pods first
 	result  [][]*Cell
 	preempt bool  // count leaves of lower priority AGs as available
 	prio    int32 // the group's priority, for preemption

@@ -17,8 +17,8 @@ type CellLevelStatus struct {
 
 // PinnedCellStatus is one pinned cell of a VC.
 type PinnedCellStatus struct {
-	PinnedCellID                                        string
-	CellType                                            string
+	PinnedCellID                                          string
+	CellType                                              string
 	LeafCells, UsedLeafCells, FreeLeafCells, BadLeafCells int32
 }
 

@@ -374,7 +374,7 @@ func (k *Core) evacuate(c *Cell, res *VCChangeResult) {
 	})
 	for _, g := range pre {
 		if g.state == AGPreempting {
-			k.preemptorToPending(g, nil)
+			k.preemptorToPending(g)
 			res.Cancelled = appendName(res.Cancelled, g.spec.Name)
 		}
 	}

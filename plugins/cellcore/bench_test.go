@@ -1,0 +1,162 @@
+package cellcore
+
+import (
+	"fmt"
+	"math/rand"
+	"runtime"
+	"sort"
+	"testing"
+	"time"
+)
+
+// benchConfig is nodes 8-GPU nodes in a RACK(8 nodes)/NODE/SOCKET/SWITCH/GPU
+// hierarchy.
+func benchConfig(nodes int) Config {
+	return clusterConfig(nodes/8, 8, 0)
+}
+
+// benchVCs reserves 90% of the cluster: two VCs of racks, two of nodes.
+func benchVCs(nodes int) []VirtualClusterSpec {
+	racks := nodes / 8
+	return []VirtualClusterSpec{
+		vcSpec("vc-a", "V100-RACK", racks*3/10),
+		vcSpec("vc-b", "V100-NODE", nodes*3/10),
+		vcSpec("vc-c", "V100-RACK", racks*2/10),
+		vcSpec("vc-d", "V100-NODE", nodes/10),
+	}
+}
+
+// halfFullCore builds a cluster and fills every VC to half its leaf cells
+// with a mix of guaranteed gangs, then the unreserved cells to half with
+// opportunistic ones, as a scheduler that has run for a while would be.
+func halfFullCore(b *testing.B, nodes int) *Core {
+	b.Helper()
+	k := newHealthyCore(b, benchConfig(nodes))
+	vcs := benchVCs(nodes)
+	for _, v := range vcs {
+		if _, err := k.SetVirtualCluster(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewSource(42))
+	shapes := [][2]int32{{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 8}, {4, 8}, {2, 1}, {4, 2}}
+	n := 0
+	fill := func(vc string, prio int32, target int32) {
+		var used int32
+		for tries := 0; used < target && tries < nodes*8; tries++ {
+			sh := shapes[r.Intn(len(shapes))]
+			n++
+			s := ag(fmt.Sprintf("fill-%d", n), vc, prio, sh[0], sh[1])
+			if prio >= 0 {
+				s.Priority = int32(r.Intn(3))
+			}
+			d, err := k.Schedule(s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if d.Kind == Placed {
+				bindAll(b, k, d)
+				used += sh[0] * sh[1]
+			} else if _, err := k.DeleteAffinityGroup(s.Name); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var reserved int32
+	for _, v := range vcs {
+		var leaves int32
+		for _, c := range v.VirtualCells {
+			ch, l, err := k.resolveCellType(c.CellType)
+			if err != nil {
+				b.Fatal(err)
+			}
+			leaves += c.CellNumber * ch.leafCount[l]
+		}
+		reserved += leaves
+		fill(v.Name, 0, leaves/2)
+	}
+	fill(vcs[0].Name, -1, (int32(nodes*8)-reserved)/2)
+	return k
+}
+
+// BenchmarkScheduleAffinityGroup measures one placement decision (AG e0,
+// with its lazy bindings) at half occupancy, then deletes the group (AG e3)
+// so the cluster stays half full. ns/op and allocs/op cover both; the
+// p50-ns and p99-ns metrics are the placement (Schedule) alone.
+func BenchmarkScheduleAffinityGroup(b *testing.B) {
+	for _, nodes := range []int{1000, 10000} {
+		k := halfFullCore(b, nodes)
+		vcs := []string{"vc-a", "vc-b", "vc-c", "vc-d"}
+		for _, sh := range [][2]int32{{1, 1}, {1, 8}, {4, 8}, {8, 8}} {
+			b.Run(fmt.Sprintf("nodes=%d/shape=%dx%d", nodes, sh[0], sh[1]), func(b *testing.B) {
+				lat := make([]time.Duration, 0, b.N)
+				placed := 0
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					s := ag("bench", vcs[i%len(vcs)], 3, sh[0], sh[1])
+					t0 := time.Now()
+					d, err := k.Schedule(s)
+					lat = append(lat, time.Since(t0))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if d.Kind == Placed {
+						placed++
+					}
+					if _, err := k.DeleteAffinityGroup("bench"); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+				b.ReportMetric(float64(placed)/float64(b.N), "placed/op")
+			})
+		}
+	}
+}
+
+// BenchmarkBuildCluster builds the cell model and marks every node healthy,
+// as a restarted scheduler must before it can schedule. bytes/cell is the
+// heap the model holds per physical cell (all levels).
+func BenchmarkBuildCluster(b *testing.B) {
+	for _, nodes := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			cfg := benchConfig(nodes)
+			names := make([]string, 0, nodes)
+			for _, r := range cfg.PhysicalCells {
+				for _, n := range r.CellChildren {
+					names = append(names, n.CellAddress)
+				}
+			}
+			var perCell float64
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				var before, after runtime.MemStats
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				k, err := New(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, n := range names {
+					if err := k.SetNodeHealth(n, NodeHealthy); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perCell = float64(after.HeapAlloc-before.HeapAlloc) / float64(k.CellCount())
+				runtime.KeepAlive(k)
+				b.StartTimer()
+			}
+			b.ReportMetric(perCell, "bytes/cell")
+		})
+	}
+}
