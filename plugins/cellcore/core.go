@@ -427,7 +427,7 @@ func (k *Core) placeGuaranteed(g *AffinityGroup) (bestPlan, bool) {
 // placement whose victims have the lowest priority.
 func (k *Core) placeWithPreemption(g *AffinityGroup) bestPlan {
 	s := &k.srch
-	s.preempt = true
+	s.preempt, s.maxCost = true, 2
 	defer func() { s.preempt = false }()
 	need := g.totalLeaves()
 	var best bestPlan

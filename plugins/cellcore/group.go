@@ -53,6 +53,9 @@ type AffinityGroup struct {
 	state      AGState
 	downgraded bool // lazily preempted: runs on as opportunistic
 	lostPod    bool // a pod was deleted while Being preempted: no way back (x2)
+	// search scratch, valid while equal to the search epoch
+	victimMark, cellMark uint32
+	cellLeaves           int32
 	seq        uint64
 	chain      *chain
 	slots      []podSlot

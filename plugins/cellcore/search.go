@@ -11,6 +11,7 @@ type search struct {
 	order   []int // slot indices, largest pods first
 	result  [][]*Cell
 	preempt bool  // count leaves of lower priority AGs as available
+	maxCost int   // when preempting: 0 free leaves only, 1 also leaves of chosen victims, 2 any
 	prio    int32 // the group's priority, for preemption
 	epoch   uint32
 	nodes   []*Cell
@@ -58,10 +59,21 @@ func (s *search) takeable(c *Cell) bool {
 	}
 	switch c.state {
 	case CellUsed:
-		return c.using.priority() < s.prio
-	default: // Reserving, Reserved
-		return c.reserving.priority() < s.prio
+		return c.using.priority() < s.prio && s.victimCost(c.using) <= s.maxCost
+	case CellReserving:
+		return c.reserving.priority() < s.prio && s.victimCost(c.using) <= s.maxCost
+	default: // Reserved: cancels a lower preemptor, kills nobody
+		return c.reserving.priority() < s.prio && s.maxCost >= 1
 	}
+}
+
+// victimCost: 1 if taking a cell of g kills no one new (g is already a
+// victim of this attempt), else 2.
+func (s *search) victimCost(g *AffinityGroup) int {
+	if g.victimMark == s.epoch {
+		return 1
+	}
+	return 2
 }
 
 // count is how many leaves below c are takeable now.
@@ -144,6 +156,9 @@ func (s *search) pickLeaves(x *Cell, n int32, slot int) bool {
 // placeIn tries to place the whole group inside cell c.
 func (s *search) placeIn(c *Cell) bool {
 	s.newAttempt()
+	if s.preempt {
+		return s.placeInPreempting(c)
+	}
 	g := s.g
 	if c.level <= c.chain.nodeLeveli8() {
 		for _, slot := range s.order {
@@ -176,6 +191,82 @@ func (s *search) placeIn(c *Cell) bool {
 		}
 	}
 	return true
+}
+
+// placeInPreempting places the group inside c, pod by pod, choosing for
+// each pod the node that kills the fewest groups: free leaves first, then
+// leaves of groups already chosen as victims, then the group whose death
+// frees the most leaves in c (a gang dies whole, so all of it is reusable).
+func (s *search) placeInPreempting(c *Cell) bool {
+	g := s.g
+	s.maxCost = 2
+	c.forEachLeaf(func(l *Cell) {
+		if u := l.using; u != nil {
+			if u.cellMark != s.epoch {
+				u.cellMark, u.cellLeaves = s.epoch, 0
+			}
+			u.cellLeaves++
+		}
+	})
+	s.nodes, s.avail = s.nodes[:0], s.avail[:0]
+	if c.level <= c.chain.nodeLeveli8() {
+		s.nodes = append(s.nodes, c)
+	} else {
+		s.collectNodes(c)
+	}
+	for _, slot := range s.order {
+		need := g.slots[slot].leafCellNumber
+		best, bestTier, bestKey := -1, 3, int32(0)
+		for i, n := range s.nodes {
+			tier, key := s.nodeCost(n, need)
+			if tier < bestTier || (tier == bestTier && key < bestKey) {
+				best, bestTier, bestKey = i, tier, key
+			}
+		}
+		if best < 0 || bestTier > 2 {
+			s.maxCost = 2
+			return false
+		}
+		s.maxCost = bestTier
+		if !s.pickLeaves(s.nodes[best], need, slot) {
+			s.maxCost = 2
+			return false
+		}
+		for _, l := range s.result[slot] {
+			if l.using != nil && (l.state == CellUsed || l.state == CellReserving) {
+				l.using.victimMark = s.epoch
+			}
+		}
+	}
+	s.maxCost = 2
+	return true
+}
+
+// nodeCost ranks a node for a pod of need leaves when preempting: the
+// cheapest tier of leaves that holds the pod, and a key to minimise within
+// the tier (best fit for free leaves; the most leaves freed otherwise).
+func (s *search) nodeCost(n *Cell, need int32) (int, int32) {
+	for tier := 0; tier <= 2; tier++ {
+		s.maxCost = tier
+		a := s.count(n)
+		if a < need {
+			continue
+		}
+		if tier < 2 {
+			s.maxCost = 2
+			return tier, a
+		}
+		var freed int32
+		n.forEachLeaf(func(l *Cell) {
+			if l.using != nil && l.markEpoch != s.epoch && l.using.victimMark != s.epoch && l.using.cellMark == s.epoch {
+				freed = max(freed, l.using.cellLeaves)
+			}
+		})
+		s.maxCost = 2
+		return 2, -freed
+	}
+	s.maxCost = 2
+	return 3, 0
 }
 
 func (s *search) collectNodes(c *Cell) {

@@ -149,12 +149,15 @@ func (k *Core) RemoveVirtualCluster(name string) (VCChangeResult, error) {
 		case AGPending, AGPreempting:
 			_ = k.deleteGroup(g)
 		default:
-			k.downgrade(g)
-			res.Downgraded = appendName(res.Downgraded, n)
+			if !g.opportunistic() {
+				k.downgrade(g)
+				res.Downgraded = appendName(res.Downgraded, n)
+			}
 			g.vc.agCount[g.state]--
 			g.vc = nil
 		}
 	}
+	sort.Strings(res.Downgraded)
 	for _, p := range v.pinned {
 		p.vc = nil
 	}
