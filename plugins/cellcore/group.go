@@ -56,11 +56,11 @@ type AffinityGroup struct {
 	// search scratch, valid while equal to the search epoch
 	victimMark, cellMark uint32
 	cellLeaves           int32
-	seq        uint64
-	chain      *chain
-	slots      []podSlot
-	placement  [][]*Cell // per slot: used (Allocated, Being preempted) or reserved (Preempting) leaves
-	livePods   int
+	seq                  uint64
+	chain                *chain
+	slots                []podSlot
+	placement            [][]*Cell // per slot: used (Allocated, Being preempted) or reserved (Preempting) leaves
+	livePods             int
 }
 
 type podSlot struct {

@@ -1,0 +1,75 @@
+/*
+Copyright The hivesched Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package config
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// HiveSchedArgs are the arguments of the HiveSched plugin (internal version).
+// Defaults have been applied when the plugin receives them.
+type HiveSchedArgs struct {
+	metav1.TypeMeta
+
+	// PhysicalCluster describes the cell types and the physical cells
+	// (HiveD's physicalCluster section).
+	PhysicalCluster PhysicalClusterSpec
+
+	// PermitWaitingTimeSeconds is how long Permit waits for the whole gang
+	// (affinity group) before rejecting it.
+	PermitWaitingTimeSeconds int64
+
+	// StatusUpdateIntervalSeconds is the minimum interval between two status
+	// writes of the same VirtualCluster.
+	StatusUpdateIntervalSeconds int64
+
+	// LeafCellResourceName is the extended resource that leaf cells are
+	// counted in (e.g. "nvidia.com/gpu").
+	LeafCellResourceName string
+}
+
+// PhysicalClusterSpec is HiveD's physicalCluster configuration.
+type PhysicalClusterSpec struct {
+	// CellTypes maps a cell type name to its definition. Cell types that are
+	// not keys of this map (but appear as a ChildCellType) are leaf cell types.
+	CellTypes map[string]CellTypeSpec
+
+	// PhysicalCells are the top-level physical cells.
+	PhysicalCells []PhysicalCellSpec
+}
+
+// CellTypeSpec defines a cell type as ChildCellNumber cells of ChildCellType.
+type CellTypeSpec struct {
+	ChildCellType   string
+	ChildCellNumber int32
+	// IsNodeLevel marks the cell type that corresponds to one node.
+	IsNodeLevel bool
+}
+
+// PhysicalCellSpec is one physical cell and, optionally, its children.
+type PhysicalCellSpec struct {
+	CellType string
+	// CellAddress identifies the cell as in HiveD (e.g. the node name for a
+	// node-level cell, the device index for a leaf cell); its exact rules are
+	// enforced by the cell core.
+	CellAddress string
+	// PinnedCellID names the cell so that a VirtualCluster can pin it.
+	PinnedCellID string
+	CellChildren []PhysicalCellSpec
+}

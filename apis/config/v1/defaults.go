@@ -1,0 +1,42 @@
+/*
+Copyright The hivesched Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1
+
+const (
+	// DefaultPermitWaitingTimeSeconds is the default PermitWaitingTimeSeconds.
+	DefaultPermitWaitingTimeSeconds int64 = 60
+	// DefaultStatusUpdateIntervalSeconds is the default StatusUpdateIntervalSeconds.
+	DefaultStatusUpdateIntervalSeconds int64 = 5
+	// DefaultLeafCellResourceName is the default LeafCellResourceName.
+	DefaultLeafCellResourceName = "nvidia.com/gpu"
+)
+
+// SetDefaults_HiveSchedArgs sets the defaults of unset HiveSchedArgs fields.
+func SetDefaults_HiveSchedArgs(obj *HiveSchedArgs) { //nolint:revive,stylecheck // name required by defaulter-gen
+	if obj.PermitWaitingTimeSeconds == nil {
+		v := DefaultPermitWaitingTimeSeconds
+		obj.PermitWaitingTimeSeconds = &v
+	}
+	if obj.StatusUpdateIntervalSeconds == nil {
+		v := DefaultStatusUpdateIntervalSeconds
+		obj.StatusUpdateIntervalSeconds = &v
+	}
+	if obj.LeafCellResourceName == nil || *obj.LeafCellResourceName == "" {
+		v := DefaultLeafCellResourceName
+		obj.LeafCellResourceName = &v
+	}
+}

@@ -1,0 +1,98 @@
+/*
+Copyright The hivesched Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+func TestSetDefaultsHiveSchedArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *HiveSchedArgs
+		want *HiveSchedArgs
+	}{
+		{
+			name: "empty args get all defaults",
+			in:   &HiveSchedArgs{},
+			want: &HiveSchedArgs{
+				PermitWaitingTimeSeconds:    ptr.To[int64](60),
+				StatusUpdateIntervalSeconds: ptr.To[int64](5),
+				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
+			},
+		},
+		{
+			name: "empty resource name is defaulted",
+			in:   &HiveSchedArgs{LeafCellResourceName: ptr.To("")},
+			want: &HiveSchedArgs{
+				PermitWaitingTimeSeconds:    ptr.To[int64](60),
+				StatusUpdateIntervalSeconds: ptr.To[int64](5),
+				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
+			},
+		},
+		{
+			name: "set values are kept, including zero",
+			in: &HiveSchedArgs{
+				PermitWaitingTimeSeconds:    ptr.To[int64](0),
+				StatusUpdateIntervalSeconds: ptr.To[int64](30),
+				LeafCellResourceName:        ptr.To("amd.com/gpu"),
+			},
+			want: &HiveSchedArgs{
+				PermitWaitingTimeSeconds:    ptr.To[int64](0),
+				StatusUpdateIntervalSeconds: ptr.To[int64](30),
+				LeafCellResourceName:        ptr.To("amd.com/gpu"),
+			},
+		},
+		{
+			name: "physical cluster is left alone",
+			in: &HiveSchedArgs{PhysicalCluster: PhysicalClusterSpec{
+				CellTypes: map[string]CellTypeSpec{"NODE": {ChildCellType: "GPU", ChildCellNumber: 4, IsNodeLevel: true}},
+			}},
+			want: &HiveSchedArgs{
+				PhysicalCluster: PhysicalClusterSpec{
+					CellTypes: map[string]CellTypeSpec{"NODE": {ChildCellType: "GPU", ChildCellNumber: 4, IsNodeLevel: true}},
+				},
+				PermitWaitingTimeSeconds:    ptr.To[int64](60),
+				StatusUpdateIntervalSeconds: ptr.To[int64](5),
+				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			SetDefaults_HiveSchedArgs(tc.in)
+			assert.Equal(t, tc.want, tc.in)
+		})
+	}
+}
+
+// The defaulting function must be reachable through a scheme (that is how
+// the kube-scheduler applies it).
+func TestSchemeDefaulting(t *testing.T) {
+	s := runtime.NewScheme()
+	require.NoError(t, AddToScheme(s))
+	args := &HiveSchedArgs{}
+	s.Default(args)
+	assert.Equal(t, DefaultPermitWaitingTimeSeconds, *args.PermitWaitingTimeSeconds)
+	assert.Equal(t, DefaultStatusUpdateIntervalSeconds, *args.StatusUpdateIntervalSeconds)
+	assert.Equal(t, DefaultLeafCellResourceName, *args.LeafCellResourceName)
+}

@@ -1,0 +1,79 @@
+/*
+Copyright The hivesched Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// HiveSchedArgs are the arguments of the HiveSched plugin, given in
+// KubeSchedulerConfiguration.profiles[].pluginConfig[] under the name
+// "HiveSched". JSON field names follow HiveD's configuration.
+type HiveSchedArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// PhysicalCluster describes the cell types and the physical cells.
+	PhysicalCluster PhysicalClusterSpec `json:"physicalCluster"`
+
+	// PermitWaitingTimeSeconds is how long Permit waits for the whole gang
+	// (affinity group). Defaults to 60.
+	// +optional
+	PermitWaitingTimeSeconds *int64 `json:"permitWaitingTimeSeconds,omitempty"`
+
+	// StatusUpdateIntervalSeconds is the minimum interval between two status
+	// writes of the same VirtualCluster. Defaults to 5.
+	// +optional
+	StatusUpdateIntervalSeconds *int64 `json:"statusUpdateIntervalSeconds,omitempty"`
+
+	// LeafCellResourceName is the extended resource that leaf cells are
+	// counted in. Defaults to "nvidia.com/gpu".
+	// +optional
+	LeafCellResourceName *string `json:"leafCellResourceName,omitempty"`
+}
+
+// PhysicalClusterSpec is HiveD's physicalCluster configuration.
+type PhysicalClusterSpec struct {
+	// CellTypes maps a cell type name to its definition. Cell types that
+	// only appear as a childCellType are leaf cell types.
+	CellTypes map[string]CellTypeSpec `json:"cellTypes,omitempty"`
+
+	// PhysicalCells are the top-level physical cells.
+	PhysicalCells []PhysicalCellSpec `json:"physicalCells,omitempty"`
+}
+
+// CellTypeSpec defines a cell type as childCellNumber cells of childCellType.
+type CellTypeSpec struct {
+	ChildCellType   string `json:"childCellType"`
+	ChildCellNumber int32  `json:"childCellNumber"`
+	// IsNodeLevel marks the cell type that corresponds to one node.
+	// +optional
+	IsNodeLevel bool `json:"isNodeLevel,omitempty"`
+}
+
+// PhysicalCellSpec is one physical cell and, optionally, its children.
+type PhysicalCellSpec struct {
+	CellType string `json:"cellType"`
+	// +optional
+	CellAddress string `json:"cellAddress,omitempty"`
+	// PinnedCellID names the cell so that a VirtualCluster can pin it.
+	// +optional
+	PinnedCellID string `json:"pinnedCellId,omitempty"`
+	// +optional
+	CellChildren []PhysicalCellSpec `json:"cellChildren,omitempty"`
+}

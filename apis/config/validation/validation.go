@@ -1,0 +1,64 @@
+/*
+Copyright The hivesched Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package validation validates HiveSchedArgs. Only the scalar fields and the
+// presence of a cell model are checked here; the cell core validates the
+// cell hierarchy itself (unknown types, cycles, addresses, pinned ids).
+package validation
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/hivesched/hivesched/apis/config"
+)
+
+// ValidateHiveSchedArgs validates the scalar fields of args and that a cell
+// model is present. path is the field path of args (may be nil).
+func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
+	if args == nil {
+		return field.ErrorList{field.Required(path, "HiveSchedArgs must be set")}.ToAggregate()
+	}
+	var allErrs field.ErrorList
+
+	if args.PermitWaitingTimeSeconds <= 0 {
+		allErrs = append(allErrs, field.Invalid(path.Child("permitWaitingTimeSeconds"),
+			args.PermitWaitingTimeSeconds, "must be greater than 0"))
+	}
+	if args.StatusUpdateIntervalSeconds <= 0 {
+		allErrs = append(allErrs, field.Invalid(path.Child("statusUpdateIntervalSeconds"),
+			args.StatusUpdateIntervalSeconds, "must be greater than 0"))
+	}
+
+	rnPath := path.Child("leafCellResourceName")
+	if args.LeafCellResourceName == "" {
+		allErrs = append(allErrs, field.Required(rnPath, "must be a resource name such as nvidia.com/gpu"))
+	} else {
+		for _, msg := range validation.IsQualifiedName(args.LeafCellResourceName) {
+			allErrs = append(allErrs, field.Invalid(rnPath, args.LeafCellResourceName, msg))
+		}
+	}
+
+	pcPath := path.Child("physicalCluster")
+	if len(args.PhysicalCluster.CellTypes) == 0 {
+		allErrs = append(allErrs, field.Required(pcPath.Child("cellTypes"), "at least one cell type is required"))
+	}
+	if len(args.PhysicalCluster.PhysicalCells) == 0 {
+		allErrs = append(allErrs, field.Required(pcPath.Child("physicalCells"), "at least one physical cell is required"))
+	}
+
+	return allErrs.ToAggregate()
+}

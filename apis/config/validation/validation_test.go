@@ -1,0 +1,120 @@
+/*
+Copyright The hivesched Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package validation
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/hivesched/hivesched/apis/config"
+)
+
+func validArgs() *config.HiveSchedArgs {
+	return &config.HiveSchedArgs{
+		PhysicalCluster: config.PhysicalClusterSpec{
+			CellTypes: map[string]config.CellTypeSpec{
+				"V100-NODE": {ChildCellType: "V100", ChildCellNumber: 4, IsNodeLevel: true},
+			},
+			PhysicalCells: []config.PhysicalCellSpec{{CellType: "V100-NODE", CellAddress: "node-0"}},
+		},
+		PermitWaitingTimeSeconds:    60,
+		StatusUpdateIntervalSeconds: 5,
+		LeafCellResourceName:        "nvidia.com/gpu",
+	}
+}
+
+func TestValidateHiveSchedArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*config.HiveSchedArgs)
+		nilArgs bool
+		// wantErrs are substrings that must all appear in the error; empty
+		// means the args are valid.
+		wantErrs []string
+	}{
+		{name: "valid", mutate: func(*config.HiveSchedArgs) {}},
+		{
+			name:     "nil args",
+			nilArgs:  true,
+			wantErrs: []string{"args: Required value"},
+		},
+		{
+			name:     "zero permit waiting time",
+			mutate:   func(a *config.HiveSchedArgs) { a.PermitWaitingTimeSeconds = 0 },
+			wantErrs: []string{"args.permitWaitingTimeSeconds: Invalid value: 0: must be greater than 0"},
+		},
+		{
+			name:     "negative status update interval",
+			mutate:   func(a *config.HiveSchedArgs) { a.StatusUpdateIntervalSeconds = -1 },
+			wantErrs: []string{"args.statusUpdateIntervalSeconds: Invalid value: -1: must be greater than 0"},
+		},
+		{
+			name:     "empty resource name",
+			mutate:   func(a *config.HiveSchedArgs) { a.LeafCellResourceName = "" },
+			wantErrs: []string{"args.leafCellResourceName: Required value"},
+		},
+		{
+			name:     "malformed resource name",
+			mutate:   func(a *config.HiveSchedArgs) { a.LeafCellResourceName = "nvidia.com/gpu/x" },
+			wantErrs: []string{"args.leafCellResourceName: Invalid value"},
+		},
+		{
+			name:     "no cell types",
+			mutate:   func(a *config.HiveSchedArgs) { a.PhysicalCluster.CellTypes = nil },
+			wantErrs: []string{"args.physicalCluster.cellTypes: Required value"},
+		},
+		{
+			name:     "no physical cells",
+			mutate:   func(a *config.HiveSchedArgs) { a.PhysicalCluster.PhysicalCells = nil },
+			wantErrs: []string{"args.physicalCluster.physicalCells: Required value"},
+		},
+		{
+			name: "all errors are reported together",
+			mutate: func(a *config.HiveSchedArgs) {
+				*a = config.HiveSchedArgs{}
+			},
+			wantErrs: []string{
+				"args.permitWaitingTimeSeconds",
+				"args.statusUpdateIntervalSeconds",
+				"args.leafCellResourceName",
+				"args.physicalCluster.cellTypes",
+				"args.physicalCluster.physicalCells",
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var args *config.HiveSchedArgs
+			if !tc.nilArgs {
+				args = validArgs()
+				tc.mutate(args)
+			}
+			err := ValidateHiveSchedArgs(field.NewPath("args"), args)
+			if len(tc.wantErrs) == 0 {
+				assert.NoError(t, err)
+				return
+			}
+			if assert.Error(t, err) {
+				for _, want := range tc.wantErrs {
+					assert.Contains(t, err.Error(), want)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,246 @@
+/*
+Copyright The hivesched Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AllNamespaces is the Spec.AllowedNamespaces entry that admits pods from
+// every namespace.
+const AllNamespaces = "*"
+
+// VirtualClusterState is the lifecycle state of a VirtualCluster. The desired
+// state is set in Spec.State; the observed one is reported in Status.State.
+// The states are modelled on YuniKorn queue states.
+type VirtualClusterState string
+
+const (
+	// VirtualClusterActive admits new affinity groups. It is the default; an
+	// empty Spec.State means Active.
+	VirtualClusterActive VirtualClusterState = "Active"
+	// VirtualClusterDraining admits no new affinity groups; groups that are
+	// already allocated keep running (and may still be preempted).
+	VirtualClusterDraining VirtualClusterState = "Draining"
+	// VirtualClusterStopped admits no new affinity groups. It is used to
+	// decommission a virtual cluster: once no group is left the VC holds no
+	// cells and can be deleted.
+	VirtualClusterStopped VirtualClusterState = "Stopped"
+	// VirtualClusterRejected is only reported in Status.State: the scheduler
+	// refused the spec (for example, the physical cluster cannot host the
+	// requested cells, or a pinned cell is unknown or already taken).
+	VirtualClusterRejected VirtualClusterState = "Rejected"
+)
+
+// Condition types reported in VirtualClusterStatus.Conditions.
+const (
+	// ConditionAdmitted is True when the scheduler accepted the spec and the
+	// virtual cells are part of the cell model.
+	ConditionAdmitted = "Admitted"
+	// ConditionRejected is True when the scheduler refused the spec; the
+	// condition message explains why.
+	ConditionRejected = "Rejected"
+)
+
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=vc,categories=hivesched
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Cells",type=string,JSONPath=`.status.cellsSummary`,description="Virtual cells of the VC, e.g. 4xV100-NODE"
+// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.usedLeafCells`,description="Leaf cells (e.g. GPUs) used"
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.affinityGroups.pending`,description="Pending affinity groups"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// VirtualCluster is a HiveD virtual cluster: a guaranteed quota of cells of
+// given types (and optionally specific pinned physical cells) that pods of the
+// allowed namespaces can use. It is cluster-scoped; its name is the VC name
+// that pods refer to.
+type VirtualCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired virtual cluster.
+	// +optional
+	Spec VirtualClusterSpec `json:"spec,omitempty"`
+
+	// Status is the virtual cluster as observed by the scheduler.
+	// +optional
+	Status VirtualClusterStatus `json:"status,omitempty"`
+}
+
+// VirtualClusterSpec is the desired state of a VirtualCluster. Field names
+// follow HiveD's virtualClusters configuration.
+type VirtualClusterSpec struct {
+	// VirtualCells are the non-pinned cells guaranteed to this VC, each as a
+	// cell type and a count.
+	// +optional
+	// +listType=atomic
+	VirtualCells []VirtualCellSpec `json:"virtualCells,omitempty"`
+
+	// PinnedCells are specific physical cells (by their pinnedCellId in the
+	// physical cluster configuration) reserved for this VC.
+	// +optional
+	// +listType=map
+	// +listMapKey=pinnedCellId
+	PinnedCells []PinnedCellSpec `json:"pinnedCells,omitempty"`
+
+	// AllowedNamespaces lists the namespaces whose pods may use this VC.
+	// The entry "*" allows every namespace. An empty or absent list allows
+	// no namespace at all (the VC then only reserves capacity), so access
+	// must always be granted explicitly.
+	// +optional
+	// +listType=set
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
+
+	// State is the desired lifecycle state: Active (the default; an empty
+	// value is treated as Active), Draining (no new affinity groups are
+	// admitted, running ones continue) or Stopped (no new affinity groups,
+	// used to decommission the VC).
+	// +optional
+	// +kubebuilder:default=Active
+	// +kubebuilder:validation:Enum=Active;Draining;Stopped
+	State VirtualClusterState `json:"state,omitempty"`
+}
+
+// VirtualCellSpec requests CellNumber cells of type CellType.
+type VirtualCellSpec struct {
+	// CellType is a cell type of the physical cluster (e.g. "V100-NODE"), or a
+	// HiveD dotted path from a top-level cell type down to the wanted type
+	// (e.g. "V100-RACK.V100-NODE").
+	// +kubebuilder:validation:MinLength=1
+	CellType string `json:"cellType"`
+
+	// CellNumber is the number of cells of CellType.
+	// +kubebuilder:validation:Minimum=0
+	CellNumber int32 `json:"cellNumber"`
+}
+
+// PinnedCellSpec reserves one physical cell for the VC.
+type PinnedCellSpec struct {
+	// PinnedCellID is the pinnedCellId of a physical cell in the scheduler's
+	// physical cluster configuration.
+	// +kubebuilder:validation:MinLength=1
+	PinnedCellID string `json:"pinnedCellId"`
+}
+
+// VirtualClusterStatus is the state of a VirtualCluster as observed by the
+// scheduler.
+type VirtualClusterStatus struct {
+	// State is the observed lifecycle state: Active, Draining, Stopped, or
+	// Rejected when the scheduler refused the spec.
+	// +optional
+	State VirtualClusterState `json:"state,omitempty"`
+
+	// ObservedGeneration is the metadata.generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions are the latest observations (types Admitted and Rejected).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// CellsSummary is a short human-readable summary of the virtual cells,
+	// e.g. "4xV100-NODE,1xpinned"; shown in the CELLS printer column.
+	// +optional
+	CellsSummary string `json:"cellsSummary,omitempty"`
+
+	// Cells reports usage per cell type of the VC.
+	// +optional
+	// +listType=map
+	// +listMapKey=cellType
+	Cells []CellTypeStatus `json:"cells,omitempty"`
+
+	// AffinityGroups counts the VC's affinity groups (gangs) by state.
+	// +optional
+	AffinityGroups AffinityGroupCounts `json:"affinityGroups"`
+
+	// TotalLeafCells is the number of leaf cells (e.g. GPUs) in the VC.
+	// +optional
+	TotalLeafCells int32 `json:"totalLeafCells"`
+
+	// UsedLeafCells is the number of leaf cells allocated to affinity groups.
+	// +optional
+	UsedLeafCells int32 `json:"usedLeafCells"`
+}
+
+// CellTypeStatus reports the virtual cells of one cell type.
+type CellTypeStatus struct {
+	// CellType is the cell type (or dotted path) as given in the spec, or the
+	// pinned cell id prefixed with "pinned:" for pinned cells.
+	CellType string `json:"cellType"`
+
+	// Level is the level of the cell type in the physical hierarchy
+	// (1 = leaf cell).
+	// +optional
+	Level int32 `json:"level,omitempty"`
+
+	// TotalCells is the number of virtual cells of this type in the VC.
+	TotalCells int32 `json:"totalCells"`
+
+	// BoundCells is the number of those virtual cells currently bound to a
+	// physical cell.
+	// +optional
+	BoundCells int32 `json:"boundCells"`
+
+	// BadCells is the number of those virtual cells that are bound to (or can
+	// only be bound to) unhealthy physical cells.
+	// +optional
+	BadCells int32 `json:"badCells"`
+
+	// UsedLeafCells is the number of leaf cells under these virtual cells
+	// that are allocated to affinity groups.
+	// +optional
+	UsedLeafCells int32 `json:"usedLeafCells"`
+
+	// FreeLeafCells is the number of leaf cells under these virtual cells
+	// that are free.
+	// +optional
+	FreeLeafCells int32 `json:"freeLeafCells"`
+}
+
+// AffinityGroupCounts counts affinity groups of a VC by state (HiveD's
+// affinity group states).
+type AffinityGroupCounts struct {
+	// Pending groups wait for cells (gang not yet placeable or waiting in Permit).
+	// +optional
+	Pending int32 `json:"pending"`
+	// Preempting groups have triggered preemption and wait for victims to go.
+	// +optional
+	Preempting int32 `json:"preempting"`
+	// Allocated groups hold their cells.
+	// +optional
+	Allocated int32 `json:"allocated"`
+	// BeingPreempted groups are being evicted by higher-priority groups.
+	// +optional
+	BeingPreempted int32 `json:"beingPreempted"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// VirtualClusterList is a list of VirtualClusters.
+type VirtualClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []VirtualCluster `json:"items"`
+}

@@ -1,0 +1,232 @@
+package hivesched
+
+import (
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// groupIndex tracks the member pods of every affinity group, from the pod
+// informer, and the per-pod parse of their requests. It is what PreEnqueue,
+// QueueSort and Permit read; it never calls the API server.
+type groupIndex struct {
+	mu     sync.Mutex
+	parsed map[types.UID]parsedPod
+	groups map[string]*groupMembers
+}
+
+type parsedPod struct {
+	rv  string
+	req *podRequest
+	err error
+}
+
+type groupMembers struct {
+	pods        map[types.UID]*v1.Pod
+	reserved    map[types.UID]bool
+	created     time.Time // the oldest member's creation
+	allocatedAt time.Time // when the core last placed the group
+}
+
+func newGroupIndex() *groupIndex {
+	return &groupIndex{parsed: map[types.UID]parsedPod{}, groups: map[string]*groupMembers{}}
+}
+
+func (x *groupIndex) request(pod *v1.Pod, res v1.ResourceName) (*podRequest, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.requestLocked(pod, res)
+}
+
+func (x *groupIndex) requestLocked(pod *v1.Pod, res v1.ResourceName) (*podRequest, error) {
+	if e, ok := x.parsed[pod.UID]; ok && e.rv == pod.ResourceVersion {
+		return e.req, e.err
+	}
+	req, err := parsePod(pod, res)
+	x.parsed[pod.UID] = parsedPod{rv: pod.ResourceVersion, req: req, err: err}
+	return req, err
+}
+
+// track records a live pod as a member of its group; it returns the group
+// and whether this call completed it (every member pod now exists).
+func (x *groupIndex) track(pod *v1.Pod, res v1.ResourceName) (string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	req, err := x.requestLocked(pod, res)
+	if err != nil || req == nil {
+		return "", false
+	}
+	g := x.groups[req.group.Name]
+	if g == nil {
+		g = &groupMembers{pods: map[types.UID]*v1.Pod{}, reserved: map[types.UID]bool{}, created: pod.CreationTimestamp.Time}
+		x.groups[req.group.Name] = g
+	}
+	_, known := g.pods[pod.UID]
+	g.pods[pod.UID] = pod
+	if pod.CreationTimestamp.Time.Before(g.created) {
+		g.created = pod.CreationTimestamp.Time
+	}
+	return req.group.Name, !known && len(g.pods) == req.totalPods()
+}
+
+// untrack forgets a deleted (or finished) pod; it returns its group and
+// whether the group has no member left.
+func (x *groupIndex) untrack(pod *v1.Pod) (string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.parsed[pod.UID]
+	delete(x.parsed, pod.UID)
+	if !ok || e.req == nil {
+		return "", false
+	}
+	name := e.req.group.Name
+	g := x.groups[name]
+	if g == nil {
+		return name, true
+	}
+	delete(g.pods, pod.UID)
+	delete(g.reserved, pod.UID)
+	if len(g.pods) == 0 {
+		delete(x.groups, name)
+		return name, true
+	}
+	return name, false
+}
+
+// requestOfDeleted parses a pod that is gone from the index.
+func (x *groupIndex) requestOfDeleted(pod *v1.Pod, res v1.ResourceName) (*podRequest, error) {
+	return parsePod(pod, res)
+}
+
+func (x *groupIndex) groupOf(pod *v1.Pod) string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e, ok := x.parsed[pod.UID]; ok && e.req != nil {
+		return e.req.group.Name
+	}
+	return ""
+}
+
+func (x *groupIndex) memberCount(group string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if g := x.groups[group]; g != nil {
+		return len(g.pods)
+	}
+	return 0
+}
+
+func (x *groupIndex) pods(group string) []*v1.Pod {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	g := x.groups[group]
+	if g == nil {
+		return nil
+	}
+	out := make([]*v1.Pod, 0, len(g.pods))
+	for _, p := range g.pods {
+		out = append(out, p)
+	}
+	return out
+}
+
+type sortKey struct {
+	priority int64
+	created  time.Time
+	group    string
+}
+
+func (x *groupIndex) sortKey(pod *v1.Pod, res v1.ResourceName) sortKey {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	req, err := x.requestLocked(pod, res)
+	if err != nil || req == nil {
+		k := sortKey{created: pod.CreationTimestamp.Time, group: pod.Namespace + "/" + pod.Name}
+		if pod.Spec.Priority != nil {
+			k.priority = int64(*pod.Spec.Priority)
+		}
+		return k
+	}
+	k := sortKey{priority: int64(req.group.Priority), created: pod.CreationTimestamp.Time, group: req.group.Name}
+	if g := x.groups[req.group.Name]; g != nil {
+		k.created = g.created
+	}
+	return k
+}
+
+func (x *groupIndex) allocated(group string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if g := x.groups[group]; g != nil {
+		g.allocatedAt = time.Now()
+	}
+}
+
+// staleAllocation: the group was placed long ago but none of its members
+// got through (reserved or bound) since.
+func (x *groupIndex) staleAllocation(group string, timeout time.Duration) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	g := x.groups[group]
+	if g == nil || g.allocatedAt.IsZero() || time.Since(g.allocatedAt) < 2*timeout || len(g.reserved) > 0 {
+		return false
+	}
+	for _, p := range g.pods {
+		if p.Spec.NodeName != "" {
+			return false
+		}
+	}
+	return true
+}
+
+func (x *groupIndex) reserve(group string, pod *v1.Pod) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if g := x.groups[group]; g != nil {
+		g.reserved[pod.UID] = true
+	}
+}
+
+// unreserve reports whether the group has no bound member: then its whole
+// allocation must be rolled back.
+func (x *groupIndex) unreserve(group string, pod *v1.Pod) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	g := x.groups[group]
+	if g == nil {
+		return true
+	}
+	delete(g.reserved, pod.UID)
+	for uid, p := range g.pods {
+		if p.Spec.NodeName != "" && uid != pod.UID {
+			return false
+		}
+	}
+	g.reserved = map[types.UID]bool{}
+	return true
+}
+
+// readyCount is how many members are reserved or bound, of how many.
+func (x *groupIndex) readyCount(group string) (int, int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	g := x.groups[group]
+	if g == nil {
+		return 0, 1
+	}
+	want := 0
+	ready := 0
+	for uid, p := range g.pods {
+		if want == 0 {
+			if e, ok := x.parsed[uid]; ok && e.req != nil {
+				want = e.req.totalPods()
+			}
+		}
+		if g.reserved[uid] || p.Spec.NodeName != "" {
+			ready++
+		}
+	}
+	return ready, want
+}

@@ -1,0 +1,164 @@
+package hivesched
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/hivesched/hivesched/apis/generated/informers/externalversions"
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+// LabelHealth lets an operator set a node's health beyond what Kubernetes
+// reports: "maintenance", "retired" or "bad" (seed 003's device health).
+const LabelHealth = "hivesched.io/health"
+
+// nodeHealth maps a Node to the core's hardware health: an operator label
+// first, then cordon (Maintenance), then the Ready condition.
+func nodeHealth(n *v1.Node) cellcore.NodeHealth {
+	switch n.Labels[LabelHealth] {
+	case "retired":
+		return cellcore.NodeRetired
+	case "maintenance":
+		return cellcore.NodeMaintenance
+	case "bad":
+		return cellcore.NodeBad
+	}
+	if n.Spec.Unschedulable {
+		return cellcore.NodeMaintenance
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			if c.Status == v1.ConditionTrue {
+				return cellcore.NodeHealthy
+			}
+			return cellcore.NodeBad
+		}
+	}
+	return cellcore.NodeUnknown
+}
+
+func (p *HiveSched) startInformers(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	f := p.handle.SharedInformerFactory()
+	_, _ = f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { p.onNode(logger, obj, false) },
+		UpdateFunc: func(_, obj interface{}) { p.onNode(logger, obj, false) },
+		DeleteFunc: func(obj interface{}) { p.onNode(logger, obj, true) },
+	})
+	_, _ = f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { p.onPod(logger, obj, false) },
+		UpdateFunc: func(_, obj interface{}) { p.onPod(logger, obj, false) },
+		DeleteFunc: func(obj interface{}) { p.onPod(logger, obj, true) },
+	})
+	vf := externalversions.NewSharedInformerFactory(p.vcClient, 0)
+	_, _ = vf.Hivesched().V1alpha1().VirtualClusters().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { p.onVC(logger, obj, false) },
+		UpdateFunc: func(_, obj interface{}) { p.onVC(logger, obj, false) },
+		DeleteFunc: func(obj interface{}) { p.onVC(logger, obj, true) },
+	})
+	vf.Start(ctx.Done())
+}
+
+func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	h := nodeHealth(n)
+	if deleted {
+		h = cellcore.NodeBad // gone from the cluster: its capacity is lost
+	}
+	if err := p.core.SetNodeHealth(n.Name, h); err != nil {
+		logger.V(5).Info("node is not in the physical cluster", "node", n.Name)
+		return
+	}
+	logger.V(4).Info("node health", "node", n.Name, "health", h)
+}
+
+// onPod keeps the group index and drives the core's pod deletions: a pod that
+// is deleted or has finished frees its group's cells once the whole group is
+// gone (AG e3/e4/e7/e8, cell e9 for a victim's Reserving cells).
+func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok || !p.ours(pod) {
+		return
+	}
+	// A terminating pod still holds its devices until it is gone: its cells
+	// are released on deletion (or once it has finished), not before.
+	if !deleted && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
+		if group, complete := p.groups.track(pod, p.resource); complete {
+			// The gang's last member exists: its gated members may go.
+			go p.activate(logger, []string{group})
+		}
+		return
+	}
+	group, empty := p.groups.untrack(pod)
+	if group == "" {
+		return
+	}
+	res, err := p.core.DeletePod(group, podKey(pod))
+	if err != nil {
+		logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", group)
+	}
+	if empty && !res.GroupDeleted {
+		// Nothing of the group is left in Kubernetes: Pending (e8) or
+		// Preempting (e7) groups, or allocations whose pods never bound.
+		if _, err := p.core.DeleteAffinityGroup(group); err != nil {
+			logger.Error(err, "deleting an affinity group", "group", group)
+		}
+	}
+	if len(res.ReadyPreemptors) > 0 {
+		p.activate(logger, res.ReadyPreemptors)
+	}
+	if res.GroupDeleted || (empty && !res.GroupDeleted) {
+		// Cells were freed. The queue's own pod-deleted hint may have run
+		// before this handler released them, so requeue who may use them.
+		if rec, _ := p.groups.requestOfDeleted(pod, p.resource); rec != nil {
+			p.activateWaiting(logger, rec.group.VirtualCluster)
+		}
+	}
+}
+
+// event records an event on an object (a pod, a VirtualCluster), where its
+// owner looks.
+func (p *HiveSched) event(obj runtime.Object, eventType, reason, note string) {
+	if r := p.handle.EventRecorder(); r != nil {
+		r.Eventf(obj, nil, eventType, reason, "Scheduling", "%s", note)
+	}
+}
+
+func (p *HiveSched) deletePod(ctx context.Context, pod *v1.Pod) error {
+	uid := pod.UID
+	err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // already gone (or replaced)
+	}
+	return err
+}
+
+func (p *HiveSched) annotate(ctx context.Context, pod *v1.Pod, ann map[string]string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return err
+	}
+	_, err = p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,464 @@
+// Package hivesched is the HiveSched scheduling-framework plugin: a thin layer
+// that translates pods, nodes and VirtualClusters into calls on the cell core
+// (plugins/cellcore) and the core's decisions back into scheduling results.
+//
+// Extension points and the seed's events (docs/plugin.md has the table):
+//
+//	PreEnqueue  gang gate: wait until every member pod of the group exists
+//	QueueSort   group priority, then older group, then group name
+//	PreFilter   core.Schedule: AG e0 (placed), e1 (preempt) or wait; e2 for a
+//	            Preempting group whose victims are gone; narrows to one node
+//	Filter      only the chosen node, and only while it is healthy
+//	PostFilter  deletes every pod of each victim group (whole gangs) and
+//	            nominates the node; victims' deletions drive cell e9, AG e4
+//	Reserve     records the member; Unreserve rolls a never-bound gang back (x1)
+//	Permit      waits until all members are reserved, then allows them together
+//	PreBind     persists the placement on the pod for recovery (ec)
+package hivesched
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/hivesched/hivesched/apis/config"
+	"github.com/hivesched/hivesched/apis/config/validation"
+	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+// Name is the plugin's name in KubeSchedulerConfiguration.
+const Name = "HiveSched"
+
+const stateKey fwk.StateKey = Name
+
+// HiveSched is the plugin.
+type HiveSched struct {
+	handle        framework.Handle
+	core          *cellcore.Core
+	resource      v1.ResourceName
+	permitTimeout time.Duration
+	statusEvery   time.Duration
+	schedulerName string // pods of other schedulers are not ours
+	vcClient      versioned.Interface
+	groups        *groupIndex
+	vcs           *vcRegistry
+}
+
+var (
+	_ framework.PreEnqueuePlugin  = &HiveSched{}
+	_ framework.QueueSortPlugin   = &HiveSched{}
+	_ framework.PreFilterPlugin   = &HiveSched{}
+	_ framework.FilterPlugin      = &HiveSched{}
+	_ framework.PostFilterPlugin  = &HiveSched{}
+	_ framework.ReservePlugin     = &HiveSched{}
+	_ framework.PermitPlugin      = &HiveSched{}
+	_ framework.PreBindPlugin     = &HiveSched{}
+	_ framework.EnqueueExtensions = &HiveSched{}
+)
+
+// Name returns the plugin name.
+func (p *HiveSched) Name() string { return Name }
+
+// New builds the cell core from the plugin args, recovers the allocations of
+// running pods (before any scheduling), and starts the informers and the VC
+// status writer.
+func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	args, ok := obj.(*config.HiveSchedArgs)
+	if !ok {
+		return nil, fmt.Errorf("%s: args of type %T, want *HiveSchedArgs (is apis/config/scheme imported?)", Name, obj)
+	}
+	if err := validation.ValidateHiveSchedArgs(nil, args); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	core, err := cellcore.New(coreConfig(args.PhysicalCluster))
+	if err != nil {
+		return nil, fmt.Errorf("%s: physical cluster: %w", Name, err)
+	}
+	kc := rest.CopyConfig(h.KubeConfig())
+	kc.ContentType = "application/json" // CRD types have no protobuf
+	kc.AcceptContentTypes = "application/json"
+	vcClient, err := versioned.NewForConfig(kc)
+	if err != nil {
+		return nil, err
+	}
+	p := &HiveSched{
+		handle:        h,
+		core:          core,
+		resource:      v1.ResourceName(args.LeafCellResourceName),
+		permitTimeout: time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
+		statusEvery:   time.Duration(args.StatusUpdateIntervalSeconds) * time.Second,
+		vcClient:      vcClient,
+		groups:        newGroupIndex(),
+		vcs:           newVCRegistry(),
+	}
+	if fw, ok := h.(interface{ ProfileName() string }); ok {
+		p.schedulerName = fw.ProfileName()
+	}
+	if err := p.recover(ctx); err != nil {
+		return nil, fmt.Errorf("%s: recovering allocations: %w", Name, err)
+	}
+	p.startInformers(ctx)
+	go p.runStatusWriter(ctx)
+	return p, nil
+}
+
+func coreConfig(pc config.PhysicalClusterSpec) cellcore.Config {
+	cfg := cellcore.Config{CellTypes: map[string]cellcore.CellTypeSpec{}}
+	for n, t := range pc.CellTypes {
+		cfg.CellTypes[n] = cellcore.CellTypeSpec{ChildCellType: t.ChildCellType, ChildCellNumber: t.ChildCellNumber, IsNodeLevel: t.IsNodeLevel}
+	}
+	var conv func(s config.PhysicalCellSpec) cellcore.PhysicalCellSpec
+	conv = func(s config.PhysicalCellSpec) cellcore.PhysicalCellSpec {
+		c := cellcore.PhysicalCellSpec{CellType: s.CellType, CellAddress: s.CellAddress, PinnedCellID: s.PinnedCellID}
+		for _, ch := range s.CellChildren {
+			c.CellChildren = append(c.CellChildren, conv(ch))
+		}
+		return c
+	}
+	for _, s := range pc.PhysicalCells {
+		cfg.PhysicalCells = append(cfg.PhysicalCells, conv(s))
+	}
+	return cfg
+}
+
+// ours: is the pod scheduled by this profile?
+func (p *HiveSched) ours(pod *v1.Pod) bool {
+	return p.schedulerName == "" || pod.Spec.SchedulerName == p.schedulerName
+}
+
+func podKey(pod *v1.Pod) string { return string(pod.UID) }
+
+// request returns the pod's parsed request (cached per pod version).
+func (p *HiveSched) request(pod *v1.Pod) (*podRequest, error) {
+	return p.groups.request(pod, p.resource)
+}
+
+// --- PreEnqueue and QueueSort ---
+
+// PreEnqueue keeps a gang's pods out of the active queue until every member
+// pod exists, so that the group is decided once with all members at hand.
+func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
+	req, err := p.request(pod)
+	if err != nil || req == nil {
+		return nil // plain pods pass; bad specs are reported by PreFilter
+	}
+	// Count the pod itself: the scheduler's queue may see it before our
+	// informer handler does.
+	if _, complete := p.groups.track(pod, p.resource); complete {
+		// This pod completes its gang: the members gated before it may go.
+		go p.activate(klog.FromContext(ctx), []string{req.group.Name})
+	}
+	have := p.groups.memberCount(req.group.Name)
+	if want := req.totalPods(); have < want {
+		if st, ok := p.core.AffinityGroupStatus(req.group.Name); ok && (st.State == cellcore.AGAllocated || st.State == cellcore.AGBeingPreempted) {
+			return nil // a replacement member of a running group
+		}
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+			fmt.Sprintf("waiting for the members of affinity group %s: %d of %d pods exist", req.group.Name, have, want))
+	}
+	return nil
+}
+
+// Less orders the queue: higher priority first (HiveD priority for hivesched
+// pods, pod priority for others), then the older group, then the group name,
+// so that the members of one group come out together.
+func (p *HiveSched) Less(a, b fwk.QueuedPodInfo) bool {
+	ka, kb := p.groups.sortKey(a.GetPodInfo().GetPod(), p.resource), p.groups.sortKey(b.GetPodInfo().GetPod(), p.resource)
+	if ka.priority != kb.priority {
+		return ka.priority > kb.priority
+	}
+	if !ka.created.Equal(kb.created) {
+		return ka.created.Before(kb.created)
+	}
+	if ka.group != kb.group {
+		return ka.group < kb.group
+	}
+	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+// --- PreFilter, Filter, PostFilter ---
+
+// cycleState is what PreFilter decided for the pod.
+type cycleState struct {
+	group   string
+	node    string // the pod's node when placed
+	preempt *cellcore.Decision
+	leaves  int32
+}
+
+func (s *cycleState) Clone() fwk.StateData { return s }
+
+// PreFilter asks the core for the group's placement. The first member's call
+// decides for the whole group (AG e0 or e1); the others find their slot.
+func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+	req, err := p.request(pod)
+	if err != nil {
+		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if req == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	name := req.group.Name
+	known, hasGroup := p.core.AffinityGroupStatus(name)
+	if !hasGroup || known.State == cellcore.AGPending {
+		if reason := p.vcs.admits(req.group.VirtualCluster, pod.Namespace); reason != "" {
+			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+		}
+	}
+	// A group allocated long ago whose pods never bound (another plugin keeps
+	// rejecting its nodes) gives its cells back and is placed again.
+	if hasGroup && known.State == cellcore.AGAllocated && p.groups.staleAllocation(name, p.permitTimeout) {
+		if err := p.core.RollbackAffinityGroup(name); err == nil {
+			klog.FromContext(ctx).V(2).Info("rolled back a group whose pods never bound", "group", name)
+		}
+	}
+	d, err := p.core.Schedule(req.group)
+	if err != nil {
+		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	for _, g := range d.Downgraded {
+		klog.FromContext(ctx).Info("lazily preempted: affinity group now runs as opportunistic", "group", g, "preemptor", name)
+	}
+	switch d.Kind {
+	case cellcore.Placed:
+		if !hasGroup || known.State != cellcore.AGAllocated {
+			p.groups.allocated(name)
+		}
+		pp, err := p.core.AssignPod(name, podKey(pod), req.leafCellNumber)
+		if err != nil {
+			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		}
+		state.Write(stateKey, &cycleState{group: name, node: pp.Node, leaves: req.leafCellNumber})
+		return &framework.PreFilterResult{NodeNames: sets.New(pp.Node)}, nil
+	case cellcore.Preempt:
+		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.leafCellNumber})
+		return nil, fwk.NewStatus(fwk.Unschedulable, d.Reason)
+	default:
+		msg := d.Reason
+		if len(d.Victims) > 0 {
+			msg = fmt.Sprintf("%s (victims: %v)", msg, d.Victims)
+		}
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	}
+}
+
+// PreFilterExtensions is nil: the decision does not depend on other pods
+// being added or removed in the framework's what-if evaluations.
+func (p *HiveSched) PreFilterExtensions() framework.PreFilterExtensions { return nil }
+
+func readState(state fwk.CycleState) *cycleState {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	s, _ := d.(*cycleState)
+	return s
+}
+
+// Filter passes only the node PreFilter chose, and only while it is healthy.
+// It reads the cycle state and the core's node health: no API call, no
+// allocation on the passing path.
+func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s := readState(state)
+	if s == nil {
+		return nil
+	}
+	node := nodeInfo.Node()
+	if node == nil || node.Name != s.node {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "affinity group "+s.group+" places this pod on node "+s.node)
+	}
+	if h, _ := p.core.NodeHealthOf(node.Name); h != cellcore.NodeHealthy {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node "+node.Name+" is "+h.String())
+	}
+	return nil
+}
+
+// PostFilter carries out a preemption decided in PreFilter (AG e1): every pod
+// of every victim group is deleted (whole gangs, never part of one), and the
+// pod is nominated to its reserved node. It schedules once the victims are
+// gone (cell e9, AG e4, then AG e2 on its next PreFilter).
+func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+	s := readState(state)
+	if s == nil || s.preempt == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	logger := klog.FromContext(ctx)
+	for _, victim := range s.preempt.Victims {
+		pods := p.groups.pods(victim)
+		if len(pods) == 0 {
+			// No pod left to delete: the group is gone as far as Kubernetes knows.
+			if _, err := p.core.DeleteAffinityGroup(victim); err != nil {
+				logger.Error(err, "deleting a victim group without pods", "group", victim)
+			}
+			continue
+		}
+		for _, vp := range pods {
+			logger.Info("preempting", "victim", klog.KObj(vp), "group", victim, "preemptor", klog.KObj(pod), "preemptorGroup", s.group)
+			p.event(vp, v1.EventTypeNormal, "Preempted", fmt.Sprintf("preempted by affinity group %s (whole group %s is deleted)", s.group, victim))
+			if err := p.deletePod(ctx, vp); err != nil {
+				return nil, fwk.AsStatus(fmt.Errorf("deleting victim pod %s/%s: %w", vp.Namespace, vp.Name, err))
+			}
+		}
+	}
+	node := ""
+	for _, pp := range s.preempt.Pods {
+		if pp.LeafCellNumber == s.leaves && pp.Node != "" {
+			node = pp.Node
+			break
+		}
+	}
+	if node == "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, s.preempt.Reason)
+	}
+	return &framework.PostFilterResult{NominatingInfo: &framework.NominatingInfo{NominatedNodeName: node, NominatingMode: framework.ModeOverride}},
+		fwk.NewStatus(fwk.Success)
+}
+
+// --- Reserve, Permit, PreBind ---
+
+// Reserve records that the member passed the scheduling cycle; its cells were
+// allocated with its group (AG e0) in PreFilter.
+func (p *HiveSched) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if s := readState(state); s != nil {
+		p.groups.reserve(s.group, pod)
+	}
+	return nil
+}
+
+// Unreserve undoes Reserve. If no member of the group is bound yet, the whole
+// allocation is rolled back (extension x1: Allocated -> Pending, cells Free)
+// and the members waiting at Permit are rejected: all-or-nothing.
+func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	s := readState(state)
+	if s == nil {
+		return
+	}
+	if !p.groups.unreserve(s.group, pod) {
+		return // some member is bound: only this pod retries, on the same cells
+	}
+	if err := p.core.RollbackAffinityGroup(s.group); err == nil {
+		klog.FromContext(ctx).V(2).Info("rolled back affinity group", "group", s.group, "pod", klog.KObj(pod))
+	}
+	p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
+		if p.groups.groupOf(wp.GetPod()) == s.group {
+			wp.Reject(Name, "affinity group "+s.group+" rolled back: a member failed")
+		}
+	})
+}
+
+// Permit lets the members of a group bind together: it waits until all of
+// them are reserved (or bound), then allows the waiting ones.
+func (p *HiveSched) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
+	s := readState(state)
+	if s == nil {
+		return nil, 0
+	}
+	ready, want := p.groups.readyCount(s.group)
+	if ready < want {
+		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d more members of affinity group %s", want-ready, s.group)), p.permitTimeout
+	}
+	p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
+		if p.groups.groupOf(wp.GetPod()) == s.group {
+			wp.Allow(Name)
+		}
+	})
+	return nil, 0
+}
+
+// PreBind persists the placement on the pod so that a restarted scheduler
+// recovers it, and writes the pod's device indices for device visibility.
+func (p *HiveSched) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	s := readState(state)
+	if s == nil {
+		return nil
+	}
+	req, err := p.request(pod)
+	if err != nil || req == nil {
+		return fwk.AsStatus(fmt.Errorf("pod spec changed during binding: %v", err))
+	}
+	pp, err := p.core.AssignPod(s.group, podKey(pod), s.leaves)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	ann := map[string]string{
+		AnnotationPlacement:       newPlacementRecord(req.group, pp).encode(),
+		AnnotationLeafCellIndices: indicesString(pp.LeafCellIndices),
+	}
+	if req.hived {
+		ann[HivedIsolationAnnotation] = indicesString(pp.LeafCellIndices)
+	}
+	if err := p.annotate(ctx, pod, ann); err != nil {
+		return fwk.AsStatus(fmt.Errorf("persisting placement: %w", err))
+	}
+	return nil
+}
+
+// PreBindPreFlight tells the framework that PreBind has work for our pods.
+func (p *HiveSched) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if readState(state) == nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// --- events ---
+
+// EventsToRegister: deleted pods free cells (and complete gangs' victims),
+// added pods complete gangs waiting at PreEnqueue, node changes change health.
+func (p *HiveSched) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: p.hintPodDeleted},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: p.hintPodAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeCondition | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}},
+	}, nil
+}
+
+func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	deleted, ok := oldObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, nil
+	}
+	if req, err := p.request(deleted); err == nil && req != nil {
+		return fwk.Queue, nil // its cells may be free now
+	}
+	return fwk.QueueSkip, nil
+}
+
+func (p *HiveSched) hintPodAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	added, ok := newObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, nil
+	}
+	if g := p.groups.groupOf(added); g != "" && g == p.groups.groupOf(pod) {
+		return fwk.Queue, nil // one more member of the pod's gang
+	}
+	return fwk.QueueSkip, nil
+}
+
+// activate moves the pending pods of the named groups back to the active queue.
+func (p *HiveSched) activate(logger klog.Logger, groups []string) {
+	pods := map[string]*v1.Pod{}
+	for _, g := range groups {
+		for _, pod := range p.groups.pods(g) {
+			if pod.Spec.NodeName == "" {
+				pods[pod.Namespace+"/"+pod.Name] = pod
+			}
+		}
+	}
+	if len(pods) > 0 {
+		p.handle.Activate(logger, pods)
+	}
+}

@@ -1,0 +1,261 @@
+package hivesched
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+// How pods ask for cells. Two forms are accepted: HiveD's annotation, so that
+// HiveD jobs move over unchanged, and a native form that is pleasant to write
+// by hand (labels for the VC and the group, the GPU count from the pod's
+// resource request).
+const (
+	// HivedSpecAnnotation is HiveD's pod scheduling spec (YAML).
+	HivedSpecAnnotation = "hivedscheduler.microsoft.com/pod-scheduling-spec"
+	// HivedIsolationAnnotation is written at bind: the pod's leaf cell
+	// (device) indices, comma separated, as HiveD writes it.
+	HivedIsolationAnnotation = "hivedscheduler.microsoft.com/pod-leaf-cell-isolation"
+
+	// LabelVirtualCluster names the pod's virtual cluster (native form).
+	LabelVirtualCluster = "hivesched.io/virtual-cluster"
+	// LabelAffinityGroup names the pod's gang; pods of one namespace with the
+	// same value form one affinity group. Without it the pod is a group alone.
+	LabelAffinityGroup = "hivesched.io/affinity-group"
+	// AnnotationGroupMembers is the gang's shape: "4" (four pods, each with
+	// this pod's leaf cell count) or "2x8,1x4" (two pods of 8 and one of 4).
+	AnnotationGroupMembers = "hivesched.io/group-members"
+	// AnnotationPriority is the HiveD priority: -1 (opportunistic) to 1000.
+	AnnotationPriority = "hivesched.io/priority"
+	// AnnotationLeafCellType restricts the pod to a leaf cell type (GPU model).
+	AnnotationLeafCellType = "hivesched.io/leaf-cell-type"
+	// AnnotationPinnedCell places the gang in one pinned cell of its VC.
+	AnnotationPinnedCell = "hivesched.io/pinned-cell"
+	// AnnotationLazyPreemption ("true") lets the gang be downgraded to
+	// opportunistic instead of being killed when preempted.
+	AnnotationLazyPreemption = "hivesched.io/lazy-preemption"
+
+	// AnnotationPlacement is written at bind: the group and this pod's cells,
+	// which a restarted scheduler recovers its state from.
+	AnnotationPlacement = "hivesched.io/placement"
+	// AnnotationLeafCellIndices is written at bind: the pod's device indices.
+	AnnotationLeafCellIndices = "hivesched.io/leaf-cell-indices"
+)
+
+// podRequest is what a pod asks the cell core for.
+type podRequest struct {
+	group          cellcore.AffinityGroupSpec // Name is namespace/group
+	leafCellNumber int32                      // this pod's leaf cells
+	hived          bool                       // asked in HiveD's form
+}
+
+func (r *podRequest) totalPods() int {
+	n := 0
+	for _, m := range r.group.Members {
+		n += int(m.PodNumber)
+	}
+	return n
+}
+
+// hivedSpec is HiveD's pod-scheduling-spec. gpuType/gpuNumber are HiveD's
+// older names of leafCellType/leafCellNumber.
+type hivedSpec struct {
+	VirtualCluster       string `json:"virtualCluster"`
+	Priority             *int32 `json:"priority"`
+	PinnedCellID         string `json:"pinnedCellId"`
+	LeafCellType         string `json:"leafCellType"`
+	LeafCellNumber       int32  `json:"leafCellNumber"`
+	GpuType              string `json:"gpuType"`
+	GpuNumber            int32  `json:"gpuNumber"`
+	LazyPreemptionEnable bool   `json:"lazyPreemptionEnable"`
+	AffinityGroup        *struct {
+		Name    string `json:"name"`
+		Members []struct {
+			PodNumber      int32 `json:"podNumber"`
+			LeafCellNumber int32 `json:"leafCellNumber"`
+			GpuNumber      int32 `json:"gpuNumber"`
+		} `json:"members"`
+	} `json:"affinityGroup"`
+}
+
+// parsePod returns the pod's request, nil if the pod does not ask for cells
+// (a plain pod, left to the other plugins), or an error that says what to fix.
+func parsePod(pod *v1.Pod, resourceName v1.ResourceName) (*podRequest, error) {
+	if raw, ok := pod.Annotations[HivedSpecAnnotation]; ok {
+		return parseHived(pod, raw)
+	}
+	vc, hasVC := pod.Labels[LabelVirtualCluster]
+	leaves := leafRequest(pod, resourceName)
+	if !hasVC {
+		if leaves > 0 {
+			return nil, fmt.Errorf("pod requests %d %s but names no virtual cluster: set label %s (or HiveD's annotation %s)", leaves, resourceName, LabelVirtualCluster, HivedSpecAnnotation)
+		}
+		return nil, nil
+	}
+	if vc == "" {
+		return nil, fmt.Errorf("label %s is empty", LabelVirtualCluster)
+	}
+	if leaves <= 0 {
+		return nil, fmt.Errorf("pod names virtual cluster %q but requests no %s: request the leaf cells (GPUs) it needs", vc, resourceName)
+	}
+	r := &podRequest{leafCellNumber: leaves}
+	g := &r.group
+	g.VirtualCluster = vc
+	if s, ok := pod.Annotations[AnnotationPriority]; ok {
+		p, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s=%q is not an integer (-1 for opportunistic, 0..%d)", AnnotationPriority, s, cellcore.MaxPriority)
+		}
+		g.Priority = int32(p)
+	}
+	g.LeafCellType = pod.Annotations[AnnotationLeafCellType]
+	g.PinnedCellID = pod.Annotations[AnnotationPinnedCell]
+	if s, ok := pod.Annotations[AnnotationLazyPreemption]; ok {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s=%q is not true or false", AnnotationLazyPreemption, s)
+		}
+		g.LazyPreemptionEnable = b
+	}
+	name, grouped := pod.Labels[LabelAffinityGroup]
+	members := pod.Annotations[AnnotationGroupMembers]
+	switch {
+	case !grouped && members != "":
+		return nil, fmt.Errorf("annotation %s is set but label %s is not: name the group", AnnotationGroupMembers, LabelAffinityGroup)
+	case !grouped:
+		name = pod.Name
+		g.Members = []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: leaves}}
+	case members == "":
+		return nil, fmt.Errorf("label %s=%q needs annotation %s: the number of pods (\"4\") or the shape (\"2x8,1x4\")", LabelAffinityGroup, name, AnnotationGroupMembers)
+	default:
+		ms, err := parseMembers(members, leaves)
+		if err != nil {
+			return nil, err
+		}
+		g.Members = ms
+	}
+	if name == "" {
+		return nil, fmt.Errorf("label %s is empty", LabelAffinityGroup)
+	}
+	g.Name = pod.Namespace + "/" + name
+	return r, checkOwnSize(r)
+}
+
+func parseMembers(s string, own int32) ([]cellcore.AffinityGroupMember, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseInt(s, 10, 32); err == nil {
+		if n <= 0 {
+			return nil, fmt.Errorf("annotation %s=%q: the number of pods must be positive", AnnotationGroupMembers, s)
+		}
+		return []cellcore.AffinityGroupMember{{PodNumber: int32(n), LeafCellNumber: own}}, nil
+	}
+	var out []cellcore.AffinityGroupMember
+	for _, part := range strings.Split(s, ",") {
+		pods, leaves, ok := strings.Cut(strings.TrimSpace(part), "x")
+		p, err1 := strconv.ParseInt(pods, 10, 32)
+		l, err2 := strconv.ParseInt(leaves, 10, 32)
+		if !ok || err1 != nil || err2 != nil || p <= 0 || l <= 0 {
+			return nil, fmt.Errorf("annotation %s=%q: %q is not PODSxLEAFCELLS (for example 2x8)", AnnotationGroupMembers, s, part)
+		}
+		out = append(out, cellcore.AffinityGroupMember{PodNumber: int32(p), LeafCellNumber: int32(l)})
+	}
+	return out, nil
+}
+
+func parseHived(pod *v1.Pod, raw string) (*podRequest, error) {
+	var s hivedSpec
+	if err := yaml.Unmarshal([]byte(raw), &s); err != nil {
+		return nil, fmt.Errorf("annotation %s is not valid YAML: %v", HivedSpecAnnotation, err)
+	}
+	if s.VirtualCluster == "" {
+		return nil, fmt.Errorf("annotation %s: virtualCluster is empty", HivedSpecAnnotation)
+	}
+	if s.Priority == nil {
+		return nil, fmt.Errorf("annotation %s: priority is missing (-1 for opportunistic, 0..%d)", HivedSpecAnnotation, cellcore.MaxPriority)
+	}
+	if s.LeafCellType == "" {
+		s.LeafCellType = s.GpuType
+	}
+	if s.LeafCellNumber == 0 {
+		s.LeafCellNumber = s.GpuNumber
+	}
+	if s.LeafCellNumber <= 0 {
+		return nil, fmt.Errorf("annotation %s: leafCellNumber must be positive, got %d", HivedSpecAnnotation, s.LeafCellNumber)
+	}
+	r := &podRequest{leafCellNumber: s.LeafCellNumber, hived: true}
+	g := &r.group
+	g.VirtualCluster = s.VirtualCluster
+	g.Priority = *s.Priority
+	g.PinnedCellID = s.PinnedCellID
+	g.LeafCellType = s.LeafCellType
+	g.LazyPreemptionEnable = s.LazyPreemptionEnable
+	name := pod.Name
+	if s.AffinityGroup == nil {
+		g.Members = []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: s.LeafCellNumber}}
+	} else {
+		if s.AffinityGroup.Name == "" {
+			return nil, fmt.Errorf("annotation %s: affinityGroup.name is empty", HivedSpecAnnotation)
+		}
+		name = s.AffinityGroup.Name
+		if len(s.AffinityGroup.Members) == 0 {
+			return nil, fmt.Errorf("annotation %s: affinityGroup.members is empty", HivedSpecAnnotation)
+		}
+		for i, m := range s.AffinityGroup.Members {
+			if m.LeafCellNumber == 0 {
+				m.LeafCellNumber = m.GpuNumber
+			}
+			if m.PodNumber <= 0 || m.LeafCellNumber <= 0 {
+				return nil, fmt.Errorf("annotation %s: affinityGroup.members[%d] needs positive podNumber and leafCellNumber", HivedSpecAnnotation, i)
+			}
+			g.Members = append(g.Members, cellcore.AffinityGroupMember{PodNumber: m.PodNumber, LeafCellNumber: m.LeafCellNumber})
+		}
+	}
+	g.Name = pod.Namespace + "/" + name
+	return r, checkOwnSize(r)
+}
+
+// checkOwnSize: the pod's own leaf cell count must be one of its group's.
+func checkOwnSize(r *podRequest) error {
+	for _, m := range r.group.Members {
+		if m.LeafCellNumber == r.leafCellNumber {
+			return nil
+		}
+	}
+	return fmt.Errorf("pod asks for %d leaf cells, but its affinity group %q has no member of that size (members: %s)", r.leafCellNumber, r.group.Name, membersString(r.group.Members))
+}
+
+func membersString(ms []cellcore.AffinityGroupMember) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = fmt.Sprintf("%dx%d", m.PodNumber, m.LeafCellNumber)
+	}
+	return strings.Join(parts, ",")
+}
+
+// leafRequest is the pod's request of the leaf cell resource, as the
+// scheduler counts it: the larger of the containers' sum and any init
+// container (limits stand in for missing requests of extended resources).
+func leafRequest(pod *v1.Pod, name v1.ResourceName) int32 {
+	get := func(c *v1.Container) int64 {
+		if q, ok := c.Resources.Requests[name]; ok {
+			return q.Value()
+		}
+		if q, ok := c.Resources.Limits[name]; ok {
+			return q.Value()
+		}
+		return 0
+	}
+	var sum int64
+	for i := range pod.Spec.Containers {
+		sum += get(&pod.Spec.Containers[i])
+	}
+	for i := range pod.Spec.InitContainers {
+		sum = max(sum, get(&pod.Spec.InitContainers[i]))
+	}
+	return int32(sum)
+}

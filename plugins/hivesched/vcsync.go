@@ -1,0 +1,274 @@
+package hivesched
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+// vcRegistry is the plugin's view of the VirtualCluster objects: access
+// rules and lifecycle state for PreFilter, and what the status writer needs.
+type vcRegistry struct {
+	mu  sync.Mutex
+	vcs map[string]*vcEntry
+}
+
+type vcEntry struct {
+	obj      *hv1.VirtualCluster
+	rejected string // why the core refused the spec, or ""
+	applied  bool   // the core holds the spec
+	dirty    bool   // status to write
+}
+
+func newVCRegistry() *vcRegistry { return &vcRegistry{vcs: map[string]*vcEntry{}} }
+
+// admits says why a namespace may not start a new group in a VC, or "".
+func (r *vcRegistry) admits(vc, namespace string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.vcs[vc]
+	if e == nil {
+		return fmt.Sprintf("virtual cluster %q does not exist (kubectl get virtualclusters)", vc)
+	}
+	if e.rejected != "" {
+		return fmt.Sprintf("virtual cluster %q is Rejected: %s", vc, e.rejected)
+	}
+	switch e.obj.Spec.State {
+	case hv1.VirtualClusterDraining, hv1.VirtualClusterStopped:
+		return fmt.Sprintf("virtual cluster %q is %s: it admits no new affinity groups", vc, e.obj.Spec.State)
+	}
+	for _, ns := range e.obj.Spec.AllowedNamespaces {
+		if ns == hv1.AllNamespaces || ns == namespace {
+			return ""
+		}
+	}
+	return fmt.Sprintf("namespace %q may not use virtual cluster %q (not in its spec.allowedNamespaces)", namespace, vc)
+}
+
+func coreVCSpec(vc *hv1.VirtualCluster) cellcore.VirtualClusterSpec {
+	s := cellcore.VirtualClusterSpec{Name: vc.Name}
+	for _, c := range vc.Spec.VirtualCells {
+		if c.CellNumber > 0 {
+			s.VirtualCells = append(s.VirtualCells, cellcore.VirtualCellSpec{CellType: c.CellType, CellNumber: c.CellNumber})
+		}
+	}
+	for _, c := range vc.Spec.PinnedCells {
+		s.PinnedCells = append(s.PinnedCells, cellcore.PinnedCellSpec{PinnedCellID: c.PinnedCellID})
+	}
+	return s
+}
+
+// applyVC hands a VC's spec to the core. A spec the cluster cannot host is
+// Rejected (status condition and event); the other VCs keep working.
+func (p *HiveSched) applyVC(logger klog.Logger, vc *hv1.VirtualCluster) {
+	res, err := p.core.SetVirtualCluster(coreVCSpec(vc))
+	p.vcs.mu.Lock()
+	e := p.vcs.vcs[vc.Name]
+	if e == nil {
+		e = &vcEntry{}
+		p.vcs.vcs[vc.Name] = e
+	}
+	e.obj, e.dirty = vc, true
+	wasRejected := e.rejected
+	if err != nil {
+		e.rejected = err.Error()
+	} else {
+		e.rejected, e.applied = "", true
+	}
+	p.vcs.mu.Unlock()
+	if err != nil {
+		logger.Error(err, "virtual cluster rejected", "virtualCluster", vc.Name)
+		if wasRejected != err.Error() {
+			p.event(vc, "Warning", "Rejected", err.Error())
+		}
+		return
+	}
+	for _, g := range res.Downgraded {
+		logger.Info("virtual cluster shrank: affinity group runs on as opportunistic (lazy preemption)", "virtualCluster", vc.Name, "group", g)
+		p.event(vc, "Normal", "Downgraded", fmt.Sprintf("affinity group %s no longer fits the virtual cluster and runs on as opportunistic", g))
+	}
+	p.activateVC(logger, vc.Name)
+}
+
+// activateVC requeues the pending pods of a VC: its capacity changed.
+func (p *HiveSched) activateVC(logger klog.Logger, vc string) { p.activateWaiting(logger, vc) }
+
+// activateWaiting requeues the unbound pods of a VC's groups and of every
+// opportunistic group (they may use any free cell).
+func (p *HiveSched) activateWaiting(logger klog.Logger, vc string) {
+	pods := map[string]*v1.Pod{}
+	p.groups.mu.Lock()
+	for _, g := range p.groups.groups {
+		for uid, pod := range g.pods {
+			e, ok := p.groups.parsed[uid]
+			if !ok || e.req == nil || pod.Spec.NodeName != "" {
+				continue
+			}
+			if e.req.group.VirtualCluster == vc || e.req.group.Priority < 0 {
+				pods[pod.Namespace+"/"+pod.Name] = pod
+			}
+		}
+	}
+	p.groups.mu.Unlock()
+	if len(pods) > 0 {
+		p.handle.Activate(logger, pods)
+	}
+}
+
+func (p *HiveSched) onVC(logger klog.Logger, obj interface{}, deleted bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	vc, ok := obj.(*hv1.VirtualCluster)
+	if !ok {
+		return
+	}
+	if !deleted {
+		p.vcs.mu.Lock()
+		e := p.vcs.vcs[vc.Name]
+		same := e != nil && e.obj.Generation == vc.Generation && e.obj.ResourceVersion != "" && e.applied &&
+			equality.Semantic.DeepEqual(e.obj.Spec, vc.Spec)
+		if same {
+			e.obj = vc // a status write: keep the newest object
+		}
+		p.vcs.mu.Unlock()
+		if !same {
+			p.applyVC(logger, vc)
+		}
+		return
+	}
+	p.vcs.mu.Lock()
+	delete(p.vcs.vcs, vc.Name)
+	p.vcs.mu.Unlock()
+	res, err := p.core.RemoveVirtualCluster(vc.Name)
+	if err != nil {
+		logger.V(2).Info("removing virtual cluster", "virtualCluster", vc.Name, "err", err)
+	}
+	for _, g := range res.Downgraded {
+		logger.Info("virtual cluster deleted: affinity group runs on as opportunistic", "virtualCluster", vc.Name, "group", g)
+	}
+}
+
+// runStatusWriter writes VC statuses at most once per interval, in the
+// background: the scheduling path never waits on it.
+func (p *HiveSched) runStatusWriter(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	t := time.NewTicker(p.statusEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.writeStatuses(ctx, logger)
+		}
+	}
+}
+
+func (p *HiveSched) writeStatuses(ctx context.Context, logger klog.Logger) {
+	p.vcs.mu.Lock()
+	entries := make([]*vcEntry, 0, len(p.vcs.vcs))
+	objs := make([]*hv1.VirtualCluster, 0, len(p.vcs.vcs))
+	rejected := make([]string, 0, len(p.vcs.vcs))
+	for _, e := range p.vcs.vcs {
+		entries = append(entries, e)
+		objs = append(objs, e.obj)
+		rejected = append(rejected, e.rejected)
+	}
+	p.vcs.mu.Unlock()
+	for i, vc := range objs {
+		st := p.vcStatus(vc, rejected[i])
+		if statusEqual(vc.Status, st) {
+			continue
+		}
+		next := vc.DeepCopy()
+		next.Status = st
+		updated, err := p.vcClient.HiveschedV1alpha1().VirtualClusters().UpdateStatus(ctx, next, metav1.UpdateOptions{})
+		if err != nil {
+			logger.V(2).Info("writing virtual cluster status", "virtualCluster", vc.Name, "err", err)
+			continue
+		}
+		p.vcs.mu.Lock()
+		if entries[i] == p.vcs.vcs[vc.Name] && entries[i].obj.ResourceVersion == vc.ResourceVersion {
+			entries[i].obj = updated
+		}
+		p.vcs.mu.Unlock()
+	}
+}
+
+// statusEqual compares statuses but for condition timestamps.
+func statusEqual(a, b hv1.VirtualClusterStatus) bool {
+	a, b = *a.DeepCopy(), *b.DeepCopy()
+	for i := range a.Conditions {
+		a.Conditions[i].LastTransitionTime = metav1.Time{}
+	}
+	for i := range b.Conditions {
+		b.Conditions[i].LastTransitionTime = metav1.Time{}
+	}
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// vcStatus builds a VC's status from the core's counters.
+func (p *HiveSched) vcStatus(vc *hv1.VirtualCluster, rejected string) hv1.VirtualClusterStatus {
+	st := hv1.VirtualClusterStatus{ObservedGeneration: vc.Generation, Conditions: append([]metav1.Condition(nil), vc.Status.Conditions...)}
+	state := vc.Spec.State
+	if state == "" {
+		state = hv1.VirtualClusterActive
+	}
+	var parts []string
+	for _, c := range vc.Spec.VirtualCells {
+		parts = append(parts, fmt.Sprintf("%dx%s", c.CellNumber, c.CellType))
+	}
+	if n := len(vc.Spec.PinnedCells); n > 0 {
+		parts = append(parts, fmt.Sprintf("%dxpinned", n))
+	}
+	st.CellsSummary = strings.Join(parts, ",")
+	if rejected != "" {
+		st.State = hv1.VirtualClusterRejected
+		apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: hv1.ConditionRejected, Status: metav1.ConditionTrue, Reason: "DoesNotFit", Message: rejected, ObservedGeneration: vc.Generation})
+		apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: hv1.ConditionAdmitted, Status: metav1.ConditionFalse, Reason: "Rejected", Message: rejected, ObservedGeneration: vc.Generation})
+		return st
+	}
+	st.State = state
+	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: hv1.ConditionRejected, Status: metav1.ConditionFalse, Reason: "Fits", Message: "the physical cluster hosts the virtual cells", ObservedGeneration: vc.Generation})
+	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: hv1.ConditionAdmitted, Status: metav1.ConditionTrue, Reason: "Admitted", Message: "the virtual cells are part of the cell model", ObservedGeneration: vc.Generation})
+	cs, ok := p.core.VirtualClusterStatus(vc.Name)
+	if !ok {
+		return st
+	}
+	for _, c := range cs.Cells {
+		st.Cells = append(st.Cells, hv1.CellTypeStatus{CellType: c.Chain + "." + c.CellType, Level: int32(c.Level), TotalCells: c.Total,
+			BoundCells: c.Bound, BadCells: c.Bad, UsedLeafCells: c.UsedLeafCells, FreeLeafCells: c.FreeLeafCells})
+		st.TotalLeafCells += c.LeafCells
+		st.UsedLeafCells += c.UsedLeafCells
+	}
+	for _, c := range cs.PinnedCells {
+		bad := int32(0)
+		if c.BadLeafCells > 0 {
+			bad = 1
+		}
+		st.Cells = append(st.Cells, hv1.CellTypeStatus{CellType: "pinned:" + c.PinnedCellID, TotalCells: 1, BoundCells: 1, BadCells: bad,
+			UsedLeafCells: c.UsedLeafCells, FreeLeafCells: c.FreeLeafCells})
+		st.TotalLeafCells += c.LeafCells
+		st.UsedLeafCells += c.UsedLeafCells
+	}
+	sort.Slice(st.Cells, func(i, j int) bool { return st.Cells[i].CellType < st.Cells[j].CellType })
+	st.AffinityGroups = hv1.AffinityGroupCounts{
+		Pending: int32(cs.AffinityGroups[cellcore.AGPending]), Preempting: int32(cs.AffinityGroups[cellcore.AGPreempting]),
+		Allocated: int32(cs.AffinityGroups[cellcore.AGAllocated]), BeingPreempted: int32(cs.AffinityGroups[cellcore.AGBeingPreempted]),
+	}
+	return st
+}

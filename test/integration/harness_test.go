@@ -1,0 +1,409 @@
+// Package integration runs the real scheduler, with the HiveSched plugin, in
+// process against a real kube-apiserver backed by an embedded etcd. Nodes
+// are plain API objects (no kubelet); a small loop stands in for the kubelet
+// by finishing the deletion of terminating pods.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	etcdtesting "k8s.io/apiserver/pkg/storage/etcd3/testing"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/configz"
+	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"sigs.k8s.io/yaml"
+
+	_ "github.com/hivesched/hivesched/apis/config/scheme"
+	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	"github.com/hivesched/hivesched/plugins/hivesched"
+)
+
+// cluster is one API server shared by the subtests of a test.
+type cluster struct {
+	t          *testing.T
+	cfg        *rest.Config
+	kubeconfig string
+	kube       kubernetes.Interface
+	vc         versioned.Interface
+}
+
+func repoRoot(t testing.TB) string {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	return filepath.Join(wd, "..", "..")
+}
+
+func startCluster(t *testing.T) *cluster {
+	_, storage := etcdtesting.NewUnsecuredEtcd3TestClientServer(t)
+	srv := apiservertesting.StartTestServerOrDie(t, nil, []string{
+		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority",
+	}, storage)
+	t.Cleanup(srv.TearDownFn)
+	c := &cluster{t: t, cfg: srv.ClientConfig}
+	c.kube = kubernetes.NewForConfigOrDie(c.cfg)
+	jc := rest.CopyConfig(c.cfg)
+	jc.ContentType = "application/json"
+	c.vc = versioned.NewForConfigOrDie(jc)
+	c.kubeconfig = writeKubeconfig(t, c.cfg)
+	c.installCRD()
+	go c.kubeletStandIn(t.Context())
+	return c
+}
+
+func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, TLSServerName: cfg.ServerName, InsecureSkipTLSVerify: cfg.Insecure}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	kc.CurrentContext = "test"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kc, path))
+	return path
+}
+
+func (c *cluster) installCRD() {
+	t := c.t
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "manifests", "crds", "hivesched.io_virtualclusters.yaml"))
+	require.NoError(t, err)
+	var crd apiextensionsv1.CustomResourceDefinition
+	require.NoError(t, yaml.UnmarshalStrict(raw, &crd))
+	ac := apiextensionsclient.NewForConfigOrDie(c.cfg)
+	_, err = ac.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), &crd, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := c.vc.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{})
+		return err == nil, nil
+	}))
+}
+
+// kubeletStandIn finishes the deletion of terminating pods, as a kubelet does
+// once their containers stopped: without it a bound pod deleted with a grace
+// period would stay Terminating forever.
+func (c *cluster) kubeletStandIn(ctx context.Context) {
+	zero := int64(0)
+	for ctx.Err() == nil {
+		pods, err := c.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp != nil {
+					_ = c.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// scheduler is one in-process hivesched-scheduler.
+type scheduler struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+const schedulerName = "hivesched"
+
+// physicalCluster is racks x nodesPerRack V100 nodes of 8 GPUs named
+// <prefix>-r<i>-n<j> (RACK/NODE/SOCKET/SWITCH/GPU) plus t4 T4 nodes of 4.
+func physicalCluster(prefix string, racks, nodesPerRack, t4 int) map[string]any {
+	var cells []any
+	for r := 0; r < racks; r++ {
+		var nodes []any
+		for n := 0; n < nodesPerRack; n++ {
+			nodes = append(nodes, map[string]any{"cellAddress": fmt.Sprintf("%s-r%d-n%d", prefix, r, n)})
+		}
+		cells = append(cells, map[string]any{"cellType": "V100-RACK", "cellAddress": fmt.Sprintf("rack%d", r), "cellChildren": nodes})
+	}
+	for i := 0; i < t4; i++ {
+		cells = append(cells, map[string]any{"cellType": "T4-NODE", "cellAddress": fmt.Sprintf("%s-t4-%d", prefix, i)})
+	}
+	return map[string]any{
+		"cellTypes": map[string]any{
+			"V100-SWITCH": map[string]any{"childCellType": "V100", "childCellNumber": 2},
+			"V100-SOCKET": map[string]any{"childCellType": "V100-SWITCH", "childCellNumber": 2},
+			"V100-NODE":   map[string]any{"childCellType": "V100-SOCKET", "childCellNumber": 2, "isNodeLevel": true},
+			"V100-RACK":   map[string]any{"childCellType": "V100-NODE", "childCellNumber": nodesPerRack},
+			"T4-NODE":     map[string]any{"childCellType": "T4", "childCellNumber": 4, "isNodeLevel": true},
+		},
+		"physicalCells": cells,
+	}
+}
+
+// startScheduler runs the scheduler in process with the HiveSched profile.
+func (c *cluster) startScheduler(t *testing.T, physical map[string]any) *scheduler {
+	cfg := map[string]any{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"leaderElection":   map[string]any{"leaderElect": false},
+		"clientConnection": map[string]any{"kubeconfig": c.kubeconfig},
+		"profiles": []any{map[string]any{
+			"schedulerName": schedulerName,
+			"plugins": map[string]any{
+				"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+				"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
+				"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+			},
+			"pluginConfig": []any{map[string]any{"name": hivesched.Name, "args": map[string]any{
+				"permitWaitingTimeSeconds":    5,
+				"statusUpdateIntervalSeconds": 1,
+				"physicalCluster":             physical,
+			}}},
+		}},
+	}
+	raw, err := yaml.Marshal(cfg)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "scheduler-config.yaml")
+	require.NoError(t, os.WriteFile(path, raw, 0o600))
+
+	opts := options.NewOptions()
+	opts.ConfigFile = path
+	opts.SecureServing.BindPort = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	cc, sched, err := app.Setup(ctx, opts, app.WithPlugin(hivesched.Name, hivesched.New))
+	if err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	s := &scheduler{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		if err := app.Run(ctx, cc, sched); err != nil && ctx.Err() == nil {
+			t.Errorf("scheduler stopped: %v", err)
+		}
+	}()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *scheduler) stop() {
+	s.cancel()
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+	}
+	// app.Run registers its configuration once per process.
+	configz.Delete("componentconfig")
+}
+
+// --- objects ---
+
+func (c *cluster) createNode(t *testing.T, name, resourceName string, gpus int64, ready bool) {
+	status := v1.ConditionTrue
+	if !ready {
+		status = v1.ConditionFalse
+	}
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: v1.NodeStatus{
+			Capacity:    v1.ResourceList{v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("512Gi"), v1.ResourcePods: resource.MustParse("110"), v1.ResourceName(resourceName): *resource.NewQuantity(gpus, resource.DecimalSI)},
+			Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("64"), v1.ResourceMemory: resource.MustParse("512Gi"), v1.ResourcePods: resource.MustParse("110"), v1.ResourceName(resourceName): *resource.NewQuantity(gpus, resource.DecimalSI)},
+			Conditions:  []v1.NodeCondition{{Type: v1.NodeReady, Status: status, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+		},
+	}
+	created, err := c.kube.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{})
+	require.NoError(t, err)
+	created.Status = n.Status
+	_, err = c.kube.CoreV1().Nodes().UpdateStatus(t.Context(), created, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.kube.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+}
+
+// createNodes creates the nodes of physicalCluster(prefix, ...).
+func (c *cluster) createNodes(t *testing.T, prefix string, racks, nodesPerRack, t4 int) {
+	for r := 0; r < racks; r++ {
+		for n := 0; n < nodesPerRack; n++ {
+			c.createNode(t, fmt.Sprintf("%s-r%d-n%d", prefix, r, n), "nvidia.com/gpu", 8, true)
+		}
+	}
+	for i := 0; i < t4; i++ {
+		c.createNode(t, fmt.Sprintf("%s-t4-%d", prefix, i), "nvidia.com/gpu", 4, true)
+	}
+}
+
+func (c *cluster) createNamespace(t *testing.T, name string) {
+	_, err := c.kube.CoreV1().Namespaces().Create(t.Context(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = c.kube.CoreV1().Pods(name).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = c.kube.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+func (c *cluster) createVC(t *testing.T, name string, namespaces []string, cells ...any) {
+	vc := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: hv1.VirtualClusterSpec{AllowedNamespaces: namespaces}}
+	for i := 0; i+1 < len(cells); i += 2 {
+		vc.Spec.VirtualCells = append(vc.Spec.VirtualCells, hv1.VirtualCellSpec{CellType: cells[i].(string), CellNumber: int32(cells[i+1].(int))})
+	}
+	_, err := c.vc.HiveschedV1alpha1().VirtualClusters().Create(t.Context(), vc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = c.vc.HiveschedV1alpha1().VirtualClusters().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// gangPods builds the pods of a native-form gang: n pods of gpus each.
+func gangPods(ns, group, vc string, priority, n int, gpus int64) []*v1.Pod {
+	var out []*v1.Pod
+	for i := 0; i < n; i++ {
+		p := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: fmt.Sprintf("%s-%d", group, i), Namespace: ns,
+				Labels:      map[string]string{hivesched.LabelVirtualCluster: vc, hivesched.LabelAffinityGroup: group},
+				Annotations: map[string]string{hivesched.AnnotationGroupMembers: fmt.Sprint(n), hivesched.AnnotationPriority: fmt.Sprint(priority)},
+			},
+			Spec: v1.PodSpec{
+				SchedulerName: schedulerName,
+				Containers: []v1.Container{{Name: "main", Image: "busybox", Resources: v1.ResourceRequirements{
+					Requests: v1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},
+					Limits:   v1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},
+				}}},
+			},
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (c *cluster) createPods(t *testing.T, pods []*v1.Pod) {
+	for _, p := range pods {
+		_, err := c.kube.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+}
+
+func (c *cluster) deletePods(t *testing.T, pods []*v1.Pod) {
+	zero := int64(0)
+	for _, p := range pods {
+		err := c.kube.CoreV1().Pods(p.Namespace).Delete(t.Context(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		if !apierrors.IsNotFound(err) {
+			require.NoError(t, err)
+		}
+	}
+}
+
+func (c *cluster) getPod(t *testing.T, p *v1.Pod) *v1.Pod {
+	got, err := c.kube.CoreV1().Pods(p.Namespace).Get(t.Context(), p.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return got
+}
+
+// waitBound waits until every pod is bound and returns their nodes.
+func (c *cluster) waitBound(t *testing.T, pods []*v1.Pod, timeout time.Duration) []string {
+	nodes := make([]string, len(pods))
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for i, p := range pods {
+			got, err := c.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil || got.Spec.NodeName == "" {
+				return false, nil
+			}
+			nodes[i] = got.Spec.NodeName
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("pods not bound within %v: %s", timeout, c.describe(t, pods))
+	}
+	return nodes
+}
+
+// requireUnbound checks that no pod gets bound for a while.
+func (c *cluster) requireUnbound(t *testing.T, pods []*v1.Pod, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		for _, p := range pods {
+			got, err := c.kube.CoreV1().Pods(p.Namespace).Get(t.Context(), p.Name, metav1.GetOptions{})
+			if err == nil && got.Spec.NodeName != "" {
+				t.Fatalf("pod %s was bound to %s, want it waiting", p.Name, got.Spec.NodeName)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (c *cluster) waitGone(t *testing.T, pods []*v1.Pod, timeout time.Duration) {
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, p := range pods {
+			got, err := c.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err == nil && got.UID == p.UID {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "pods not deleted: %s", c.describe(t, pods))
+}
+
+// events returns the notes of the events about a pod.
+func (c *cluster) events(t *testing.T, p *v1.Pod) []string {
+	var out []string
+	evs, err := c.kube.EventsV1().Events(p.Namespace).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, e := range evs.Items {
+		if e.Regarding.Name == p.Name {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	cevs, err := c.kube.CoreV1().Events(p.Namespace).List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, e := range cevs.Items {
+		if e.InvolvedObject.Name == p.Name {
+			out = append(out, e.Reason+": "+e.Message)
+		}
+	}
+	return out
+}
+
+// waitEvent waits for an event about the pod whose text contains want.
+func (c *cluster) waitEvent(t *testing.T, p *v1.Pod, want string, timeout time.Duration) string {
+	var found string
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, e := range c.events(t, p) {
+			if strings.Contains(e, want) {
+				found = e
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "no event containing %q on pod %s; events: %v", want, p.Name, c.events(t, p))
+	return found
+}
+
+func (c *cluster) describe(t *testing.T, pods []*v1.Pod) string {
+	var b strings.Builder
+	for _, p := range pods {
+		got, err := c.kube.CoreV1().Pods(p.Namespace).Get(context.Background(), p.Name, metav1.GetOptions{})
+		if err != nil {
+			fmt.Fprintf(&b, "\n  %s: %v", p.Name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "\n  %s: node=%q phase=%s nominated=%q", p.Name, got.Spec.NodeName, got.Status.Phase, got.Status.NominatedNodeName)
+		for _, cond := range got.Status.Conditions {
+			fmt.Fprintf(&b, " [%s=%s %s]", cond.Type, cond.Status, cond.Message)
+		}
+	}
+	return b.String()
+}

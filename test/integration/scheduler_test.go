@@ -1,0 +1,313 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	"github.com/hivesched/hivesched/plugins/hivesched"
+)
+
+// TestScheduler runs the scenarios one after another on one API server; each
+// starts its own scheduler on its own nodes, namespace and VCs.
+func TestScheduler(t *testing.T) {
+	c := startCluster(t)
+
+	t.Run("gang lands all-or-nothing within one cell", func(t *testing.T) {
+		c.createNodes(t, "gang", 2, 4, 0)
+		c.createNamespace(t, "gang")
+		c.createVC(t, "gang-vc", []string{"gang"}, "V100-RACK", 1, "V100-NODE", 2)
+		c.startScheduler(t, physicalCluster("gang", 2, 4, 0))
+
+		pods := gangPods("gang", "job1", "gang-vc", 0, 4, 8)
+		c.createPods(t, pods)
+		nodes := c.waitBound(t, pods, 30*time.Second)
+		racks := map[string]bool{}
+		for _, n := range nodes {
+			racks[n[:len("gang-r0")]] = true
+		}
+		require.Len(t, racks, 1, "a 4x8 gang fits one rack: %v", nodes)
+		got := c.getPod(t, pods[0])
+		require.Contains(t, got.Annotations, hivesched.AnnotationPlacement)
+		require.Equal(t, "0,1,2,3,4,5,6,7", got.Annotations[hivesched.AnnotationLeafCellIndices])
+
+		// A gang larger than the VC's free cells binds nothing at all.
+		big := gangPods("gang", "job2", "gang-vc", 0, 3, 8)
+		c.createPods(t, big)
+		c.requireUnbound(t, big, 3*time.Second)
+	})
+
+	t.Run("a gang that does not fit waits and lands when capacity frees", func(t *testing.T) {
+		c.createNodes(t, "wait", 1, 2, 0)
+		c.createNamespace(t, "wait")
+		c.createVC(t, "wait-vc", []string{"wait"}, "V100-NODE", 1)
+		c.startScheduler(t, physicalCluster("wait", 1, 2, 0))
+
+		a := gangPods("wait", "a", "wait-vc", 0, 2, 4)
+		c.createPods(t, a)
+		c.waitBound(t, a, 30*time.Second)
+		b := gangPods("wait", "b", "wait-vc", 0, 1, 8)
+		c.createPods(t, b)
+		c.requireUnbound(t, b, 3*time.Second)
+		ev := c.waitEvent(t, b[0], "waits in virtual cluster", 20*time.Second)
+		t.Logf("waiting pod's event: %s", ev)
+		c.deletePods(t, a)
+		c.waitBound(t, b, 30*time.Second)
+	})
+
+	t.Run("whole-gang preemption inside a VC", func(t *testing.T) {
+		c.createNodes(t, "pre", 1, 2, 0)
+		c.createNamespace(t, "pre")
+		c.createVC(t, "pre-vc", []string{"pre"}, "V100-NODE", 2)
+		c.startScheduler(t, physicalCluster("pre", 1, 2, 0))
+
+		low := gangPods("pre", "low", "pre-vc", 0, 2, 8)
+		c.createPods(t, low)
+		c.waitBound(t, low, 30*time.Second)
+		for i := range low {
+			low[i] = c.getPod(t, low[i])
+		}
+		high := gangPods("pre", "high", "pre-vc", 10, 1, 8)
+		c.createPods(t, high)
+		// The high group needs one node, but the low gang dies whole.
+		c.waitGone(t, low, 30*time.Second)
+		c.waitBound(t, high, 30*time.Second)
+		c.waitEvent(t, low[0], "preempted by affinity group pre/high", 10*time.Second)
+	})
+
+	t.Run("opportunistic pods scavenge idle cells and are preempted by guaranteed ones", func(t *testing.T) {
+		c.createNodes(t, "opp", 1, 2, 0)
+		c.createNamespace(t, "opp")
+		c.createVC(t, "opp-vc", []string{"opp"}, "V100-NODE", 1)
+		c.startScheduler(t, physicalCluster("opp", 1, 2, 0))
+
+		opp := gangPods("opp", "scavenger", "opp-vc", -1, 2, 8)
+		c.createPods(t, opp)
+		c.waitBound(t, opp, 30*time.Second) // both nodes: more than the VC owns
+		for i := range opp {
+			opp[i] = c.getPod(t, opp[i])
+		}
+		g := gangPods("opp", "guaranteed", "opp-vc", 0, 1, 8)
+		c.createPods(t, g)
+		c.waitGone(t, opp, 30*time.Second)
+		c.waitBound(t, g, 30*time.Second)
+	})
+
+	t.Run("VC isolation: a full VC never takes another VC's cells", func(t *testing.T) {
+		c.createNodes(t, "iso", 1, 2, 0)
+		c.createNamespace(t, "iso")
+		c.createVC(t, "iso-vc1", []string{"iso"}, "V100-NODE", 1)
+		c.createVC(t, "iso-vc2", []string{"iso"}, "V100-NODE", 1)
+		c.startScheduler(t, physicalCluster("iso", 1, 2, 0))
+
+		a := gangPods("iso", "a", "iso-vc1", 0, 1, 8)
+		c.createPods(t, a)
+		c.waitBound(t, a, 30*time.Second)
+		b := gangPods("iso", "b", "iso-vc1", 0, 1, 8)
+		c.createPods(t, b)
+		c.requireUnbound(t, b, 3*time.Second) // iso-vc2's node stays idle for it
+		o := gangPods("iso", "o", "iso-vc2", 0, 1, 8)
+		c.createPods(t, o)
+		c.waitBound(t, o, 30*time.Second)
+	})
+
+	t.Run("cordoned and NotReady nodes are avoided", func(t *testing.T) {
+		c.createNodes(t, "health", 1, 3, 0)
+		c.createNamespace(t, "health")
+		c.createVC(t, "health-vc", []string{"health"}, "V100-NODE", 1)
+		n0, err := c.kube.CoreV1().Nodes().Get(t.Context(), "health-r0-n0", metav1.GetOptions{})
+		require.NoError(t, err)
+		n0.Spec.Unschedulable = true
+		_, err = c.kube.CoreV1().Nodes().Update(t.Context(), n0, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		n1, err := c.kube.CoreV1().Nodes().Get(t.Context(), "health-r0-n1", metav1.GetOptions{})
+		require.NoError(t, err)
+		n1.Status.Conditions[0].Status = v1.ConditionFalse
+		_, err = c.kube.CoreV1().Nodes().UpdateStatus(t.Context(), n1, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		c.startScheduler(t, physicalCluster("health", 1, 3, 0))
+
+		for i := 0; i < 3; i++ {
+			p := gangPods("health", fmt.Sprintf("j%d", i), "health-vc", -1, 1, 2)
+			c.createPods(t, p)
+			nodes := c.waitBound(t, p, 30*time.Second)
+			require.Equal(t, "health-r0-n2", nodes[0])
+		}
+	})
+
+	t.Run("a restarted scheduler recovers every allocation and double-books nothing", func(t *testing.T) {
+		c.createNodes(t, "rst", 1, 2, 0)
+		c.createNamespace(t, "rst")
+		c.createVC(t, "rst-vc", []string{"rst"}, "V100-NODE", 2)
+		s := c.startScheduler(t, physicalCluster("rst", 1, 2, 0))
+
+		a := gangPods("rst", "a", "rst-vc", 0, 2, 4)
+		c.createPods(t, a)
+		aNodes := c.waitBound(t, a, 30*time.Second)
+		require.Equal(t, aNodes[0], aNodes[1], "a 2x4 gang packs into one node")
+		s.stop()
+
+		c.startScheduler(t, physicalCluster("rst", 1, 2, 0))
+		b := gangPods("rst", "b", "rst-vc", 0, 1, 8)
+		c.createPods(t, b)
+		bNodes := c.waitBound(t, b, 30*time.Second)
+		require.NotEqual(t, aNodes[0], bNodes[0], "the recovered gang's node is not booked twice")
+		extra := gangPods("rst", "c", "rst-vc", 0, 1, 1)
+		c.createPods(t, extra)
+		c.requireUnbound(t, extra, 3*time.Second)
+		c.waitVCStatus(t, "rst-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 16 })
+	})
+
+	t.Run("a bad spec yields a clear event and touches nothing", func(t *testing.T) {
+		c.createNodes(t, "bad", 1, 1, 0)
+		c.createNamespace(t, "bad")
+		c.createVC(t, "bad-vc", []string{"bad"}, "V100-NODE", 1)
+		c.startScheduler(t, physicalCluster("bad", 1, 1, 0))
+
+		cases := map[string]func(p *v1.Pod){
+			"not valid YAML":                        func(p *v1.Pod) { p.Annotations[hivesched.HivedSpecAnnotation] = "virtualCluster: [" },
+			`virtual cluster "nope" does not exist`: func(p *v1.Pod) { p.Labels[hivesched.LabelVirtualCluster] = "nope" },
+			"is out of range":                       func(p *v1.Pod) { p.Annotations[hivesched.AnnotationPriority] = "5000" },
+			"unknown leaf cell type":                func(p *v1.Pod) { p.Annotations[hivesched.AnnotationLeafCellType] = "H100" },
+			"no node of a usable chain has more than 8": func(p *v1.Pod) {
+				p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("16")
+				p.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"] = resource.MustParse("16")
+			},
+			"has no member of that size": func(p *v1.Pod) { p.Annotations[hivesched.AnnotationGroupMembers] = "2x4" },
+		}
+		i := 0
+		for want, mutate := range cases {
+			i++
+			p := gangPods("bad", fmt.Sprintf("b%d", i), "bad-vc", 0, 1, 8)[0]
+			mutate(p)
+			c.createPods(t, []*v1.Pod{p})
+			ev := c.waitEvent(t, p, want, 20*time.Second)
+			t.Logf("%s -> %s", p.Name, ev)
+		}
+		good := gangPods("bad", "good", "bad-vc", 0, 1, 8)
+		c.createPods(t, good)
+		c.waitBound(t, good, 30*time.Second)
+	})
+
+	t.Run("a VC that does not fit is Rejected, the others keep working", func(t *testing.T) {
+		c.createNodes(t, "rej", 1, 2, 0)
+		c.createNamespace(t, "rej")
+		c.createVC(t, "rej-ok", []string{"rej"}, "V100-NODE", 1)
+		c.createVC(t, "rej-big", []string{"rej"}, "V100-NODE", 5)
+		c.startScheduler(t, physicalCluster("rej", 1, 2, 0))
+		st := c.waitVCStatus(t, "rej-big", func(st hv1.VirtualClusterStatus) bool { return st.State == hv1.VirtualClusterRejected })
+		msg := ""
+		for _, cond := range st.Conditions {
+			if cond.Type == hv1.ConditionRejected && cond.Status == metav1.ConditionTrue {
+				msg = cond.Message
+			}
+		}
+		require.Contains(t, msg, "does not fit")
+		t.Logf("Rejected: %s", msg)
+		ok := gangPods("rej", "ok", "rej-ok", 0, 1, 8)
+		c.createPods(t, ok)
+		c.waitBound(t, ok, 30*time.Second)
+		refused := gangPods("rej", "refused", "rej-big", 0, 1, 8)
+		c.createPods(t, refused)
+		c.waitEvent(t, refused[0], "is Rejected", 20*time.Second)
+	})
+
+	t.Run("kubectl get vc shows usage", func(t *testing.T) {
+		c.createNodes(t, "cols", 1, 2, 0)
+		c.createNamespace(t, "cols")
+		c.createVC(t, "cols-vc", []string{"cols"}, "V100-NODE", 2)
+		c.startScheduler(t, physicalCluster("cols", 1, 2, 0))
+		p := gangPods("cols", "j", "cols-vc", 0, 3, 2)
+		c.createPods(t, p)
+		c.waitBound(t, p, 30*time.Second)
+		c.waitVCStatus(t, "cols-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 6 })
+
+		// The server-side table is what kubectl prints.
+		raw, err := c.kube.CoreV1().RESTClient().Get().AbsPath("/apis/hivesched.io/v1alpha1/virtualclusters/cols-vc").
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(t.Context())
+		require.NoError(t, err)
+		var table metav1.Table
+		require.NoError(t, json.Unmarshal(raw, &table))
+		var cols []string
+		for _, col := range table.ColumnDefinitions {
+			cols = append(cols, col.Name)
+		}
+		require.Equal(t, []string{"Name", "Cells", "Used", "Pending", "State", "Age"}, cols)
+		require.Len(t, table.Rows, 1)
+		row := table.Rows[0].Cells
+		require.Equal(t, "2xV100-NODE", row[1])
+		require.EqualValues(t, 6, row[2])
+		require.Equal(t, "Active", row[4])
+		if kubectl, err := exec.LookPath("kubectl"); err == nil {
+			out, err := exec.Command(kubectl, "--kubeconfig", c.kubeconfig, "get", "vc", "cols-vc").CombinedOutput()
+			require.NoError(t, err, string(out))
+			t.Logf("kubectl get vc:\n%s", out)
+			require.Contains(t, string(out), "2xV100-NODE")
+		}
+	})
+
+	t.Run("a HiveD annotated pod schedules with HiveD's semantics", func(t *testing.T) {
+		c.createNodes(t, "hived", 1, 2, 0)
+		c.createNamespace(t, "hived")
+		c.createVC(t, "hived-vc", []string{"hived"}, "V100-NODE", 2)
+		c.startScheduler(t, physicalCluster("hived", 1, 2, 0))
+		var pods []*v1.Pod
+		for i := 0; i < 2; i++ {
+			p := gangPods("hived", fmt.Sprintf("h%d", i), "hived-vc", 0, 1, 4)[0]
+			p.Labels, p.Annotations = nil, map[string]string{hivesched.HivedSpecAnnotation: strings.Join([]string{
+				"virtualCluster: hived-vc", "priority: 1", "leafCellType: V100", "leafCellNumber: 4",
+				"affinityGroup:", "  name: train", "  members:", "  - podNumber: 2", "    leafCellNumber: 4"}, "\n")}
+			pods = append(pods, p)
+		}
+		c.createPods(t, pods)
+		nodes := c.waitBound(t, pods, 30*time.Second)
+		require.Equal(t, nodes[0], nodes[1], "2x4 packs into one node")
+		seen := map[string]bool{}
+		for _, p := range pods {
+			iso := c.getPod(t, p).Annotations[hivesched.HivedIsolationAnnotation]
+			require.NotEmpty(t, iso)
+			require.False(t, seen[iso])
+			seen[iso] = true
+		}
+	})
+
+	t.Run("a pod from a disallowed namespace is refused", func(t *testing.T) {
+		c.createNodes(t, "acl", 1, 1, 0)
+		c.createNamespace(t, "acl-a")
+		c.createNamespace(t, "acl-b")
+		c.createVC(t, "acl-vc", []string{"acl-a"}, "V100-NODE", 1)
+		c.startScheduler(t, physicalCluster("acl", 1, 1, 0))
+		intruder := gangPods("acl-b", "x", "acl-vc", 0, 1, 8)
+		c.createPods(t, intruder)
+		c.waitEvent(t, intruder[0], `namespace "acl-b" may not use virtual cluster "acl-vc"`, 20*time.Second)
+		c.requireUnbound(t, intruder, 2*time.Second)
+		owner := gangPods("acl-a", "y", "acl-vc", 0, 1, 8)
+		c.createPods(t, owner)
+		c.waitBound(t, owner, 30*time.Second) // the intruder consumed nothing
+	})
+}
+
+func (c *cluster) waitVCStatus(t *testing.T, name string, ok func(hv1.VirtualClusterStatus) bool) hv1.VirtualClusterStatus {
+	var last hv1.VirtualClusterStatus
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		vc, err := c.vc.HiveschedV1alpha1().VirtualClusters().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = vc.Status
+		return ok(vc.Status), nil
+	})
+	require.NoError(t, err, "VC %s status: %+v", name, last)
+	return last
+}
