@@ -19,7 +19,7 @@ type placementRecord struct {
 	LazyPreemptionEnable bool                           `json:"lazyPreemptionEnable,omitempty"`
 	Members              []cellcore.AffinityGroupMember `json:"members"`
 	Node                 string                         `json:"node"`
-	LeafCellType_        string                         `json:"podLeafCellType,omitempty"`
+	PodLeafCellType      string                         `json:"podLeafCellType,omitempty"`
 	LeafCellIndices      []int32                        `json:"leafCellIndices"`
 }
 
@@ -27,7 +27,7 @@ func newPlacementRecord(g cellcore.AffinityGroupSpec, pp cellcore.PodPlacement) 
 	return placementRecord{
 		Group: g.Name, VirtualCluster: g.VirtualCluster, Priority: g.Priority, LeafCellType: g.LeafCellType,
 		PinnedCellID: g.PinnedCellID, LazyPreemptionEnable: g.LazyPreemptionEnable, Members: g.Members,
-		Node: pp.Node, LeafCellType_: pp.LeafCellType, LeafCellIndices: pp.LeafCellIndices,
+		Node: pp.Node, PodLeafCellType: pp.LeafCellType, LeafCellIndices: pp.LeafCellIndices,
 	}
 }
 

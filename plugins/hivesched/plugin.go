@@ -79,7 +79,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	if err := validation.ValidateHiveSchedArgs(nil, args); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	core, err := cellcore.New(coreConfig(args.PhysicalCluster))
+	core, err := cellcore.New(CoreConfig(args.PhysicalCluster))
 	if err != nil {
 		return nil, fmt.Errorf("%s: physical cluster: %w", Name, err)
 	}
@@ -111,7 +111,8 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	return p, nil
 }
 
-func coreConfig(pc config.PhysicalClusterSpec) cellcore.Config {
+// CoreConfig converts the plugin args' physical cluster to the cell core's Config.
+func CoreConfig(pc config.PhysicalClusterSpec) cellcore.Config {
 	cfg := cellcore.Config{CellTypes: map[string]cellcore.CellTypeSpec{}}
 	for n, t := range pc.CellTypes {
 		cfg.CellTypes[n] = cellcore.CellTypeSpec{ChildCellType: t.ChildCellType, ChildCellNumber: t.ChildCellNumber, IsNodeLevel: t.IsNodeLevel}
@@ -431,7 +432,8 @@ func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	if !ok {
 		return fwk.Queue, nil
 	}
-	if req, err := p.request(deleted); err == nil && req != nil {
+	// Parse without caching: the pod is gone from the index.
+	if req, err := parsePod(deleted, p.resource); err == nil && req != nil {
 		return fwk.Queue, nil // its cells may be free now
 	}
 	return fwk.QueueSkip, nil

@@ -1,0 +1,143 @@
+package hivesched
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+const gpu = v1.ResourceName("nvidia.com/gpu")
+
+func pod(labels, ann map[string]string, gpus int64) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p0", Namespace: "ns", Labels: labels, Annotations: ann},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c"}}}}
+	if gpus > 0 {
+		p.Spec.Containers[0].Resources.Limits = v1.ResourceList{gpu: *resource.NewQuantity(gpus, resource.DecimalSI)}
+	}
+	return p
+}
+
+func TestParsePodNative(t *testing.T) {
+	r, err := parsePod(pod(map[string]string{LabelVirtualCluster: "vc1", LabelAffinityGroup: "job"},
+		map[string]string{AnnotationGroupMembers: "4", AnnotationPriority: "7", AnnotationLeafCellType: "V100", AnnotationLazyPreemption: "true"}, 8), gpu)
+	require.NoError(t, err)
+	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/job", VirtualCluster: "vc1", Priority: 7, LeafCellType: "V100", LazyPreemptionEnable: true,
+		Members: []cellcore.AffinityGroupMember{{PodNumber: 4, LeafCellNumber: 8}}}, r.group)
+	require.Equal(t, int32(8), r.leafCellNumber)
+	require.Equal(t, 4, r.totalPods())
+
+	// Alone: the pod is its own group.
+	r, err = parsePod(pod(map[string]string{LabelVirtualCluster: "vc1"}, nil, 2), gpu)
+	require.NoError(t, err)
+	require.Equal(t, "ns/p0", r.group.Name)
+	require.Equal(t, []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: 2}}, r.group.Members)
+
+	// Heterogeneous shape.
+	r, err = parsePod(pod(map[string]string{LabelVirtualCluster: "vc1", LabelAffinityGroup: "g"}, map[string]string{AnnotationGroupMembers: "2x8, 1x4"}, 4), gpu)
+	require.NoError(t, err)
+	require.Equal(t, []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 8}, {PodNumber: 1, LeafCellNumber: 4}}, r.group.Members)
+
+	// Plain pods are not ours.
+	r, err = parsePod(pod(nil, nil, 0), gpu)
+	require.NoError(t, err)
+	require.Nil(t, r)
+}
+
+func TestParsePodErrors(t *testing.T) {
+	vc := map[string]string{LabelVirtualCluster: "vc1"}
+	grp := map[string]string{LabelVirtualCluster: "vc1", LabelAffinityGroup: "g"}
+	for name, tc := range map[string]struct {
+		p    *v1.Pod
+		want string
+	}{
+		"gpus without a VC":   {pod(nil, nil, 1), "names no virtual cluster"},
+		"VC without gpus":     {pod(vc, nil, 0), "requests no nvidia.com/gpu"},
+		"bad priority":        {pod(vc, map[string]string{AnnotationPriority: "high"}, 1), "is not an integer"},
+		"bad lazy":            {pod(vc, map[string]string{AnnotationLazyPreemption: "maybe"}, 1), "is not true or false"},
+		"group without shape": {pod(grp, nil, 1), "needs annotation hivesched.io/group-members"},
+		"shape without group": {pod(vc, map[string]string{AnnotationGroupMembers: "2"}, 1), "name the group"},
+		"bad shape":           {pod(grp, map[string]string{AnnotationGroupMembers: "2by8"}, 8), "is not PODSxLEAFCELLS"},
+		"size not in shape":   {pod(grp, map[string]string{AnnotationGroupMembers: "2x8"}, 4), "has no member of that size"},
+		"hived bad yaml":      {pod(nil, map[string]string{HivedSpecAnnotation: "a: ["}, 0), "not valid YAML"},
+		"hived no vc":         {pod(nil, map[string]string{HivedSpecAnnotation: "priority: 0\nleafCellNumber: 1"}, 0), "virtualCluster is empty"},
+		"hived no priority":   {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\nleafCellNumber: 1"}, 0), "priority is missing"},
+		"hived no leaves":     {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\npriority: 0"}, 0), "leafCellNumber must be positive"},
+		"hived empty members": {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\npriority: 0\nleafCellNumber: 1\naffinityGroup: {name: g}"}, 0), "members is empty"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := parsePod(tc.p, gpu)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestParsePodHived(t *testing.T) {
+	spec := "virtualCluster: vc1\npriority: -1\ngpuType: K80\ngpuNumber: 2\naffinityGroup:\n  name: g\n  members:\n  - {podNumber: 3, gpuNumber: 2}\n"
+	r, err := parsePod(pod(nil, map[string]string{HivedSpecAnnotation: spec}, 0), gpu)
+	require.NoError(t, err)
+	require.True(t, r.hived)
+	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/g", VirtualCluster: "vc1", Priority: -1, LeafCellType: "K80",
+		Members: []cellcore.AffinityGroupMember{{PodNumber: 3, LeafCellNumber: 2}}}, r.group)
+}
+
+// The shipped sample jobs parse.
+func TestSampleJobsParse(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "manifests", "samples", "jobs.yaml"))
+	require.NoError(t, err)
+	dec := yaml.NewDocumentDecoder(io.NopCloser(bytes.NewReader(raw)))
+	buf := make([]byte, 1<<16)
+	n := 0
+	for {
+		m, err := dec.Read(buf)
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		var p v1.Pod
+		require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &p))
+		r, err := parsePod(&p, gpu)
+		require.NoError(t, err, p.Name)
+		require.NotNil(t, r, p.Name)
+		n++
+	}
+	require.Equal(t, 3, n)
+}
+
+func TestNodeHealth(t *testing.T) {
+	ready := func(s v1.ConditionStatus) *v1.Node {
+		return &v1.Node{Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: s}}}}
+	}
+	require.Equal(t, cellcore.NodeHealthy, nodeHealth(ready(v1.ConditionTrue)))
+	require.Equal(t, cellcore.NodeBad, nodeHealth(ready(v1.ConditionFalse)))
+	require.Equal(t, cellcore.NodeBad, nodeHealth(ready(v1.ConditionUnknown)))
+	require.Equal(t, cellcore.NodeUnknown, nodeHealth(&v1.Node{}))
+	cordoned := ready(v1.ConditionTrue)
+	cordoned.Spec.Unschedulable = true
+	require.Equal(t, cellcore.NodeMaintenance, nodeHealth(cordoned))
+	retired := ready(v1.ConditionTrue)
+	retired.Labels = map[string]string{LabelHealth: "retired"}
+	require.Equal(t, cellcore.NodeRetired, nodeHealth(retired))
+}
+
+func TestPlacementRecordRoundTrip(t *testing.T) {
+	g := cellcore.AffinityGroupSpec{Name: "ns/g", VirtualCluster: "vc", Priority: 3, Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 4}}}
+	rec := newPlacementRecord(g, cellcore.PodPlacement{Node: "n1", LeafCellType: "V100", LeafCellIndices: []int32{4, 5, 6, 7}})
+	back, err := decodePlacement(rec.encode())
+	require.NoError(t, err)
+	require.Equal(t, g, back.spec())
+	require.Equal(t, "n1", back.Node)
+	_, err = decodePlacement(`{"group":"x"}`)
+	require.Error(t, err)
+	require.Equal(t, "4,5,6,7", indicesString(rec.LeafCellIndices))
+}

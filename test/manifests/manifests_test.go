@@ -1,0 +1,84 @@
+// Package manifests checks that the shipped scheduler configurations and
+// samples are valid: the configurations load through kube-scheduler's own
+// loader with the HiveSched args, their physical cluster builds, and the
+// sample VirtualClusters fit it.
+package manifests
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/hivesched/hivesched/apis/config"
+	_ "github.com/hivesched/hivesched/apis/config/scheme"
+	"github.com/hivesched/hivesched/apis/config/validation"
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/hivesched"
+)
+
+func coreFromConfig(t *testing.T, file string) *cellcore.Core {
+	cfg, err := options.LoadConfigFromFile(klog.Background(), file)
+	require.NoError(t, err)
+	require.Len(t, cfg.Profiles, 1)
+	var args *config.HiveSchedArgs
+	for _, pc := range cfg.Profiles[0].PluginConfig {
+		if pc.Name == hivesched.Name {
+			a, ok := pc.Args.(*config.HiveSchedArgs)
+			require.True(t, ok, "args decoded as %T", pc.Args)
+			args = a
+		}
+	}
+	require.NotNil(t, args)
+	require.NoError(t, validation.ValidateHiveSchedArgs(nil, args))
+	k, err := cellcore.New(hivesched.CoreConfig(args.PhysicalCluster))
+	require.NoError(t, err)
+	return k
+}
+
+func TestSchedulerConfigurations(t *testing.T) {
+	for _, f := range []string{"config-second-scheduler.yaml", "config-default-profile.yaml"} {
+		t.Run(f, func(t *testing.T) {
+			k := coreFromConfig(t, filepath.Join("..", "..", "manifests", "scheduler", f))
+			require.Positive(t, k.CellCount())
+		})
+	}
+}
+
+func TestSampleVirtualClustersFit(t *testing.T) {
+	k := coreFromConfig(t, filepath.Join("..", "..", "manifests", "scheduler", "config-second-scheduler.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "manifests", "samples", "virtualclusters.yaml"))
+	require.NoError(t, err)
+	dec := yaml.NewDocumentDecoder(io.NopCloser(bytes.NewReader(raw)))
+	n := 0
+	buf := make([]byte, 1<<16)
+	for {
+		m, err := dec.Read(buf)
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		var vc hv1.VirtualCluster
+		require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &vc))
+		spec := cellcore.VirtualClusterSpec{Name: vc.Name}
+		for _, c := range vc.Spec.VirtualCells {
+			spec.VirtualCells = append(spec.VirtualCells, cellcore.VirtualCellSpec{CellType: c.CellType, CellNumber: c.CellNumber})
+		}
+		for _, c := range vc.Spec.PinnedCells {
+			spec.PinnedCells = append(spec.PinnedCells, cellcore.PinnedCellSpec{PinnedCellID: c.PinnedCellID})
+		}
+		_, err = k.SetVirtualCluster(spec)
+		require.NoError(t, err, vc.Name)
+		n++
+	}
+	require.Equal(t, 2, n)
+	require.NoError(t, k.CheckInvariants())
+}
