@@ -2,7 +2,8 @@
 GO      ?= go
 BIN     ?= bin
 OUT     ?= _output
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+# Kubernetes' metrics require a vX.Y.Z version: a tag, else v0.1.0-dev+<commit>.
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.1.0-dev+$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
            -X k8s.io/component-base/version.gitCommit=$(COMMIT) \
