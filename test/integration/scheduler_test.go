@@ -48,6 +48,32 @@ func TestScheduler(t *testing.T) {
 		c.requireUnbound(t, big, 3*time.Second)
 	})
 
+	t.Run("a gang whose members do not all pass Permit binds nothing", func(t *testing.T) {
+		// The cell model says both nodes have 8 GPUs, but one node's
+		// allocatable has none: the member placed there never passes
+		// NodeResourcesFit, the other waits at Permit, times out, and the
+		// whole group is rolled back (x1). No member is ever bound.
+		c.createNode(t, "permit-r0-n0", "nvidia.com/gpu", 8, true)
+		c.createNode(t, "permit-r0-n1", "nvidia.com/gpu", 0, true)
+		c.createNamespace(t, "permit")
+		c.createVC(t, "permit-vc", []string{"permit"}, "V100-NODE", 2)
+		c.startScheduler(t, physicalCluster("permit", 1, 2, 0))
+		gang := gangPods("permit", "g", "permit-vc", 0, 2, 8)
+		c.createPods(t, gang)
+		c.requireUnbound(t, gang, 12*time.Second) // more than two Permit timeouts
+		// The member that reached Permit was rejected there, whole gang.
+		require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			for _, p := range gang {
+				for _, cond := range c.getPod(t, p).Status.Conditions {
+					if cond.Type == v1.PodScheduled && strings.Contains(cond.Message, "timeout after waiting 5s at plugin HiveSched") {
+						return true, nil
+					}
+				}
+			}
+			return false, nil
+		}), c.describe(t, gang))
+	})
+
 	t.Run("a gang that does not fit waits and lands when capacity frees", func(t *testing.T) {
 		c.createNodes(t, "wait", 1, 2, 0)
 		c.createNamespace(t, "wait")
