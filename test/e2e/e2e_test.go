@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -27,6 +26,7 @@ import (
 	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/test/util"
 )
 
 type env struct {
@@ -68,27 +68,7 @@ func (e *env) scheduler(t *testing.T, args ...string) {
 	require.NoError(t, err, "local-scheduler.sh %v: %s", args, out)
 }
 
-func pods(ns, group, vc string, priority, n int, gpus int64, schedulerName string) []*v1.Pod {
-	var out []*v1.Pod
-	for i := 0; i < n; i++ {
-		p := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: fmt.Sprintf("%s-%d", group, i), Namespace: ns,
-				Labels:      map[string]string{hivesched.LabelVirtualCluster: vc, hivesched.LabelAffinityGroup: group},
-				Annotations: map[string]string{hivesched.AnnotationGroupMembers: fmt.Sprint(n), hivesched.AnnotationPriority: fmt.Sprint(priority)},
-			},
-			Spec: v1.PodSpec{
-				SchedulerName: schedulerName,
-				Tolerations:   []v1.Toleration{{Operator: v1.TolerationOpExists}},
-				Containers: []v1.Container{{Name: "main", Image: "busybox", Resources: v1.ResourceRequirements{
-					Limits: v1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},
-				}}},
-			},
-		}
-		out = append(out, p)
-	}
-	return out
-}
+var pods = util.GangPods
 
 func (e *env) create(t *testing.T, ps []*v1.Pod) {
 	for _, p := range ps {

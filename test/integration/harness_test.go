@@ -36,6 +36,7 @@ import (
 	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/test/util"
 )
 
 // cluster is one API server shared by the subtests of a test.
@@ -264,27 +265,9 @@ func (c *cluster) createVC(t *testing.T, name string, namespaces []string, cells
 	})
 }
 
-// gangPods builds the pods of a native-form gang: n pods of gpus each.
+// gangPods builds the pods of a native-form gang for the test scheduler.
 func gangPods(ns, group, vc string, priority, n int, gpus int64) []*v1.Pod {
-	var out []*v1.Pod
-	for i := 0; i < n; i++ {
-		p := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: fmt.Sprintf("%s-%d", group, i), Namespace: ns,
-				Labels:      map[string]string{hivesched.LabelVirtualCluster: vc, hivesched.LabelAffinityGroup: group},
-				Annotations: map[string]string{hivesched.AnnotationGroupMembers: fmt.Sprint(n), hivesched.AnnotationPriority: fmt.Sprint(priority)},
-			},
-			Spec: v1.PodSpec{
-				SchedulerName: schedulerName,
-				Containers: []v1.Container{{Name: "main", Image: "busybox", Resources: v1.ResourceRequirements{
-					Requests: v1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},
-					Limits:   v1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)},
-				}}},
-			},
-		}
-		out = append(out, p)
-	}
-	return out
+	return util.GangPods(ns, group, vc, priority, n, gpus, schedulerName)
 }
 
 func (c *cluster) createPods(t *testing.T, pods []*v1.Pod) {
