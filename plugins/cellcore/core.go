@@ -381,7 +381,7 @@ func (k *Core) waitReason(g *AffinityGroup) string {
 				msg += fmt.Sprintf(" %s.%s: %d of %d cells bound (%d bad);", ch.name, ch.levelType[l], p.bound[l], p.quota[l], p.doomed[l])
 			}
 		}
-		msg += fmt.Sprintf(" %d free healthy leaf cells in bound cells, none placement fits at this priority;", free)
+		msg += fmt.Sprintf(" %d free healthy leaf cells in bound cells; no placement of the whole group fits without preempting an equal or higher priority;", free)
 	}
 	return msg
 }

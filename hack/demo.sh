@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# make demo: brings the local cluster up if it is not, then plays a short
+# scenario on it. Each step prints `kubectl get vc`, the pods, and one line
+# saying what happened. The cluster is left up to keep playing with.
+set -euo pipefail
+# shellcheck source=hack/local-env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/local-env.sh"
+
+if ! component_pid scheduler >/dev/null || ! port_open "$APISERVER_PORT"; then
+  bash "$REPO_ROOT/hack/local-up.sh"
+fi
+KUBECTL=("$LOCAL_BIN/kubectl" --kubeconfig "$LOCAL_KUBECONFIG")
+[[ -x $LOCAL_BIN/kubectl ]] || KUBECTL=(kubectl --kubeconfig "$LOCAL_KUBECONFIG")
+k() { "${KUBECTL[@]}" "$@"; }
+
+bold=$'\e[1m'; off=$'\e[0m'
+[[ -t 1 ]] || { bold=; off=; }
+
+# gang NAMESPACE NAME VC PRIORITY PODS GPUS: a native-form gang of PODS pods.
+gang() {
+  local ns=$1 name=$2 vc=$3 prio=$4 n=$5 gpus=$6 i
+  for ((i = 0; i < n; i++)); do
+    cat <<YAML
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name-$i
+  namespace: $ns
+  labels: {hivesched.io/virtual-cluster: $vc, hivesched.io/affinity-group: $name}
+  annotations: {hivesched.io/group-members: "$n", hivesched.io/priority: "$prio"}
+spec:
+  schedulerName: hivesched
+  containers:
+  - name: main
+    image: busybox
+    resources: {limits: {nvidia.com/gpu: $gpus}}
+YAML
+  done | k apply -f - >/dev/null
+}
+
+# hived NAMESPACE NAME VC PODS GPUS: the same gang in HiveD's annotation.
+hived() {
+  local ns=$1 name=$2 vc=$3 n=$4 gpus=$5 i
+  for ((i = 0; i < n; i++)); do
+    cat <<YAML
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name-$i
+  namespace: $ns
+  annotations:
+    hivedscheduler.microsoft.com/pod-scheduling-spec: |-
+      virtualCluster: $vc
+      priority: 0
+      leafCellType: V100
+      leafCellNumber: $gpus
+      affinityGroup: {name: $name, members: [{podNumber: $n, leafCellNumber: $gpus}]}
+spec:
+  schedulerName: hivesched
+  containers:
+  - name: main
+    image: busybox
+    resources: {limits: {nvidia.com/gpu: $gpus}}
+YAML
+  done | k apply -f - >/dev/null
+}
+
+# running NAMESPACE PREFIX COUNT: wait until COUNT pods named PREFIX-* run.
+running() {
+  local ns=$1 prefix=$2 want=$3 n i
+  for ((i = 0; i < 120; i++)); do
+    n=$(k get pods -n "$ns" --no-headers 2>/dev/null | awk -v p="^$prefix-" '$1 ~ p && $3 == "Running"' | wc -l)
+    ((n == want)) && return 0
+    sleep 0.5
+  done
+  echo "timed out waiting for $want Running pods $ns/$prefix-*" >&2
+  k get pods -n "$ns" -o wide >&2
+  return 1
+}
+
+# gone NAMESPACE PREFIX: wait until no pod named PREFIX-* is left.
+gone() {
+  local i
+  for ((i = 0; i < 120; i++)); do
+    k get pods -n "$1" --no-headers 2>/dev/null | awk -v p="^$2-" '$1 ~ p' | grep -q . || return 0
+    sleep 0.5
+  done
+  return 1
+}
+
+# show LINE: the state after a step, then what happened.
+step=0
+show() {
+  step=$((step + 1))
+  sleep 2 # one status-writer interval, so `kubectl get vc` is current
+  echo
+  echo "${bold}== step $step${off}"
+  k get vc
+  k get pods -n vision -o wide 2>/dev/null | cut -c1-120
+  k get pods -n speech -o wide 2>/dev/null | cut -c1-120
+  echo "${bold}-> $1${off}"
+}
+
+# A fresh start: the demo's own pods only.
+k delete pods -n vision --all --grace-period=0 --wait=false >/dev/null 2>&1 || true
+k delete pods -n speech --all --grace-period=0 --wait=false >/dev/null 2>&1 || true
+k uncordon gpu-a3 >/dev/null 2>&1 || true
+sleep 2
+
+gang vision resnet vc-vision 0 2 8
+hived speech asr vc-speech 2 4
+running vision resnet 2 && running speech asr 2
+show "two tenants: vision's 2x8 gang runs inside its rack; speech's HiveD job (2x4, HiveD's annotation) shares one node"
+
+gang speech sweep vc-speech -1 2 8
+running speech sweep 2
+show "an opportunistic 2x8 job (priority -1) scavenges idle GPUs that vc-speech has not claimed yet"
+
+gang speech lm vc-speech 0 2 8
+gone speech sweep && running speech lm 2
+show "vc-speech claims its nodes for a guaranteed 2x8 job: the opportunistic gang was preempted, whole"
+
+gang speech big vc-speech 0 2 8
+sleep 3
+show "vc-speech is full: the 2x8 gang 'big' waits for capacity (kubectl describe pod -n speech big-0 says why)"
+
+gang speech urgent vc-speech 100 1 8
+running speech urgent 1
+show "priority 100 job 'urgent' preempted a whole lower-priority gang in vc-speech; 'big' keeps waiting"
+
+k cordon gpu-a3 >/dev/null
+gang vision detr vc-vision 0 1 8
+running vision detr 1
+show "gpu-a3 is cordoned (maintenance): vision's new 1x8 job avoided it"
+
+echo
+echo "The cluster stays up. Keep playing:"
+echo "  export KUBECONFIG=$LOCAL_KUBECONFIG"
+echo "  kubectl get vc; kubectl get pods -A -o wide"
+echo "Stop it with: make down"
