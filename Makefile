@@ -2,16 +2,28 @@
 GO      ?= go
 BIN     ?= bin
 OUT     ?= _output
-# Kubernetes' metrics require a vX.Y.Z version: a tag, else v0.1.0-dev+<commit>.
-VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.1.0-dev+$$(git rev-parse --short HEAD 2>/dev/null || echo unknown))
+# The binary is a kube-scheduler: Kubernetes derives its emulation version
+# from this stamp, which must therefore be the Kubernetes release it is built
+# from (go.mod); hivesched's own version is the pre-release part.
+KUBE_VERSION := $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null || echo v1.34.10)
+VERSION ?= $(KUBE_VERSION)-hivesched.$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
            -X k8s.io/component-base/version.gitCommit=$(COMMIT) \
            -X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
-.PHONY: all build test vet unit integration verify generate soak bench-core fuzz clean
+.PHONY: all build test vet unit integration verify generate soak bench-core fuzz clean demo e2e
 
 all: build
+
+## demo: a local control plane (etcd, kube-apiserver, kwok, hivesched) and a short scenario on it
+demo:
+	bash hack/demo.sh
+
+## e2e: the end-to-end suite on the local cluster (brought up if it is not)
+e2e:
+	bash hack/local-up.sh
+	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig $(GO) test -count=1 -v -timeout 20m ./test/e2e/...
 
 ## build: the scheduler binary, version stamped, into bin/
 build:
@@ -55,3 +67,13 @@ fuzz:
 
 clean:
 	rm -rf $(BIN) $(OUT)
+
+## up: a local control plane in _output/local: etcd, kube-apiserver, kwok fake GPU nodes,
+## the sample VCs and hivesched (hack/local-up.sh; HIVESCHED_PROFILE=default makes it default-scheduler)
+## down: stop it (hack/local-down.sh); make down DOWN_FLAGS=--clean also drops the etcd data
+.PHONY: up down
+up:
+	bash hack/local-up.sh
+
+down:
+	bash hack/local-down.sh $(DOWN_FLAGS)

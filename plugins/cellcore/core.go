@@ -479,31 +479,36 @@ func (k *Core) placeWithPreemption(g *AffinityGroup) bestPlan {
 	return best
 }
 
-// placeOpportunistic uses free leaves anywhere, unbound cells first so that
-// opportunistic work stays away from the VCs' cells.
+// placeOpportunistic uses free leaves anywhere: first only leaves of unbound
+// cells (at every affinity level, then pod by pod), so that opportunistic work
+// stays away from the VCs' cells, and only then idle leaves of VC cells.
 func (k *Core) placeOpportunistic(g *AffinityGroup) bool {
 	s := &k.srch
 	s.preempt = false
+	defer func() { s.freePoolOnly = false }()
 	need := g.totalLeaves()
-	for _, ch := range k.candidateChains(&g.spec, nil) {
-		if l0 := lowestLevel(ch, need); l0 > 0 {
-			for l := l0; l <= ch.top; l++ {
-				if s.inRoots(ch.freePool.roots, l, need) || s.inRoots(ch.topIndex, l, need) {
-					return true
+	for _, freeOnly := range []bool{true, false} {
+		s.freePoolOnly = freeOnly
+		for _, ch := range k.candidateChains(&g.spec, nil) {
+			if l0 := lowestLevel(ch, need); l0 > 0 {
+				for l := l0; l <= ch.top; l++ {
+					if s.inRoots(ch.freePool.roots, l, need) || s.inRoots(ch.topIndex, l, need) {
+						return true
+					}
 				}
 			}
-		}
-		s.newAttempt()
-		ok := true
-		for _, slot := range s.order {
-			n := g.slots[slot].leafCellNumber
-			if !s.spanPodIn(ch.freePool.roots, n, slot) && !s.spanPodIn(ch.topIndex, n, slot) {
-				ok = false
-				break
+			s.newAttempt()
+			ok := true
+			for _, slot := range s.order {
+				n := g.slots[slot].leafCellNumber
+				if !s.spanPodIn(ch.freePool.roots, n, slot) && !s.spanPodIn(ch.topIndex, n, slot) {
+					ok = false
+					break
+				}
 			}
-		}
-		if ok {
-			return true
+			if ok {
+				return true
+			}
 		}
 	}
 	return false

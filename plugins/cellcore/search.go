@@ -12,6 +12,9 @@ type search struct {
 	result  [][]*Cell
 	preempt bool  // count leaves of lower priority AGs as available
 	maxCost int   // when preempting: 0 free leaves only, 1 also leaves of chosen victims, 2 any
+	// freePoolOnly: take only leaves of unbound cells (opportunistic work's
+	// first choice, away from the VCs' cells).
+	freePoolOnly bool
 	prio    int32 // the group's priority, for preemption
 	epoch   uint32
 	nodes   []*Cell
@@ -51,6 +54,11 @@ func (s *search) takeable(c *Cell) bool {
 	if c.markEpoch == s.epoch || !c.schedulable() {
 		return false
 	}
+	if s.freePoolOnly {
+		if r := c.rootAncestor(); r == nil || !r.pool.isFree() {
+			return false
+		}
+	}
 	if c.state == CellFree {
 		return true
 	}
@@ -78,7 +86,7 @@ func (s *search) victimCost(g *AffinityGroup) int {
 
 // count is how many leaves below c are takeable now.
 func (s *search) count(c *Cell) int32 {
-	if !s.preempt && c.level == c.chain.nodeLeveli8() {
+	if !s.preempt && !s.freePoolOnly && c.level == c.chain.nodeLeveli8() {
 		// At node level the counter is exact but for this attempt's marks.
 		n := c.freeLeaves
 		if c.level == c.chain.nodeLeveli8() && c.markEpoch == s.epoch {

@@ -47,3 +47,35 @@ func TestSmokeGangInOneRack(t *testing.T) {
 	deleteAllPods(t, k, "g1")
 	mustCheck(t, k)
 }
+
+// Opportunistic work stays away from the VCs' bound cells while unbound
+// cells are free, even when a bound cell would give it better affinity.
+func TestOpportunisticAvoidsBoundCells(t *testing.T) {
+	k := newHealthyCore(t, clusterConfig(2, 4, 0))
+	_, err := k.SetVirtualCluster(vcSpec("a", "V100-RACK", 1))
+	require.NoError(t, err)
+	_, err = k.SetVirtualCluster(vcSpec("b", "V100-NODE", 2))
+	require.NoError(t, err)
+	d, err := k.Schedule(ag("ga", "a", 0, 2, 8)) // binds a whole rack to a
+	require.NoError(t, err)
+	require.Equal(t, Placed, d.Kind)
+	boundRack := d.Pods[0].Node[:2]
+	d, err = k.Schedule(ag("gb", "b", 0, 1, 8)) // binds a node of the other rack to b
+	require.NoError(t, err)
+	require.Equal(t, Placed, d.Kind)
+	opp, err := k.Schedule(ag("opp", "b", -1, 2, 8))
+	require.NoError(t, err)
+	require.Equal(t, Placed, opp.Kind)
+	for _, p := range opp.Pods {
+		require.NotEqual(t, boundRack, p.Node[:2], "opportunistic pod on VC a's idle rack: %+v", opp.Pods)
+		require.NotEqual(t, d.Pods[0].Node, p.Node)
+	}
+	// When only bound cells are idle, opportunistic work uses them.
+	more, err := k.Schedule(ag("opp2", "b", -1, 2, 8))
+	require.NoError(t, err)
+	require.Equal(t, Placed, more.Kind)
+	for _, p := range more.Pods {
+		require.Equal(t, boundRack, p.Node[:2])
+	}
+	mustCheck(t, k)
+}

@@ -80,11 +80,24 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 	if deleted {
 		h = cellcore.NodeBad // gone from the cluster: its capacity is lost
 	}
-	if err := p.core.SetNodeHealth(n.Name, h); err != nil {
+	old, known := p.core.NodeHealthOf(n.Name)
+	if !known {
 		logger.V(5).Info("node is not in the physical cluster", "node", n.Name)
 		return
 	}
-	logger.V(4).Info("node health", "node", n.Name, "health", h)
+	if old == h {
+		return
+	}
+	if err := p.core.SetNodeHealth(n.Name, h); err != nil {
+		logger.Error(err, "setting node health", "node", n.Name)
+		return
+	}
+	logger.V(2).Info("node health", "node", n.Name, "from", old, "to", h)
+	if h == cellcore.NodeHealthy {
+		// Capacity came back. The queue's own node-update hint may have run
+		// before this handler, so requeue the waiting pods here.
+		p.activateWaiting(logger, "")
+	}
 }
 
 // onPod keeps the group index and drives the core's pod deletions: a pod that

@@ -131,9 +131,15 @@ func CoreConfig(pc config.PhysicalClusterSpec) cellcore.Config {
 	return cfg
 }
 
-// ours: is the pod scheduled by this profile?
+// ours: is the pod this scheduler's? Pods of this profile are, and so is
+// every pod a hivesched placed (it carries the placement annotation),
+// whatever profile name placed it: its cells are taken either way.
 func (p *HiveSched) ours(pod *v1.Pod) bool {
-	return p.schedulerName == "" || pod.Spec.SchedulerName == p.schedulerName
+	if p.schedulerName == "" || pod.Spec.SchedulerName == p.schedulerName {
+		return true
+	}
+	_, placed := pod.Annotations[AnnotationPlacement]
+	return placed && pod.Spec.NodeName != ""
 }
 
 func podKey(pod *v1.Pod) string { return string(pod.UID) }

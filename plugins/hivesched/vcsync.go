@@ -107,7 +107,7 @@ func (p *HiveSched) applyVC(logger klog.Logger, vc *hv1.VirtualCluster) {
 func (p *HiveSched) activateVC(logger klog.Logger, vc string) { p.activateWaiting(logger, vc) }
 
 // activateWaiting requeues the unbound pods of a VC's groups and of every
-// opportunistic group (they may use any free cell).
+// opportunistic group (they may use any free cell); with vc "", of all groups.
 func (p *HiveSched) activateWaiting(logger klog.Logger, vc string) {
 	pods := map[string]*v1.Pod{}
 	p.groups.mu.Lock()
@@ -117,7 +117,7 @@ func (p *HiveSched) activateWaiting(logger klog.Logger, vc string) {
 			if !ok || e.req == nil || pod.Spec.NodeName != "" {
 				continue
 			}
-			if e.req.group.VirtualCluster == vc || e.req.group.Priority < 0 {
+			if vc == "" || e.req.group.VirtualCluster == vc || e.req.group.Priority < 0 {
 				pods[pod.Namespace+"/"+pod.Name] = pod
 			}
 		}
