@@ -10,16 +10,16 @@ type search struct {
 	g       *AffinityGroup
 	order   []int // slot indices, largest pods first
 	result  [][]*Cell
-	preempt bool  // count leaves of lower priority AGs as available
-	maxCost int   // when preempting: 0 free leaves only, 1 also leaves of chosen victims, 2 any
+	preempt bool // count leaves of lower priority AGs as available
+	maxCost int  // when preempting: 0 free leaves only, 1 also leaves of chosen victims, 2 any
 	// freePoolOnly: take only leaves of unbound cells (opportunistic work's
 	// first choice, away from the VCs' cells).
 	freePoolOnly bool
-	prio    int32 // the group's priority, for preemption
-	epoch   uint32
-	nodes   []*Cell
-	avail   []int32
-	assign  []int
+	prio         int32 // the group's priority, for preemption
+	epoch        uint32
+	nodes        []*Cell
+	avail        []int32
+	assign       []int
 	// binding made by a spanning search, undone if the plan is dropped
 	bound []*Cell
 }
