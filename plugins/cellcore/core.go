@@ -59,6 +59,13 @@ func (k *Core) trace(g *AffinityGroup, ev AGEvent) {
 	}
 }
 
+// traceEvent fires a self-transition through the table (x3).
+func (k *Core) traceEvent(g *AffinityGroup, ev AGEvent) {
+	if err := k.setAGState(g, ev); err != nil {
+		k.internalError("%v", err)
+	}
+}
+
 func (k *Core) internalError(format string, args ...any) {
 	k.internalErrs = append(k.internalErrs, fmt.Sprintf(format, args...))
 }

@@ -28,8 +28,8 @@ type AffinityGroupSpec struct {
 
 // AffinityGroupMember is PodNumber pods of LeafCellNumber leaf cells each.
 type AffinityGroupMember struct {
-	PodNumber      int32
-	LeafCellNumber int32
+	PodNumber      int32 `json:"podNumber"`
+	LeafCellNumber int32 `json:"leafCellNumber"`
 }
 
 func (s *AffinityGroupSpec) equal(o *AffinityGroupSpec) bool {

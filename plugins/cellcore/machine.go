@@ -50,6 +50,10 @@ const (
 	// preemptor that reserved this AG's cells went back to Pending or was
 	// deleted (e5/e7 via cell e4), so no cell of it is Reserving any more.
 	AGx2 AGEvent = "x2"
+	// AGx3 (late member after recovery): Allocated -> Allocated. A group
+	// recovered with fewer running pods than members gives a member that
+	// arrives later Free cells next to the group's (cell e0).
+	AGx3 AGEvent = "x3"
 )
 
 type agTransition struct {
@@ -73,6 +77,7 @@ var agTransitions = map[AGEvent]agTransition{
 	AGe8: {[]AGState{AGPending}, AGDeleted},
 	AGx1: {[]AGState{AGAllocated}, AGPending},
 	AGx2: {[]AGState{AGBeingPreempted}, AGAllocated},
+	AGx3: {[]AGState{AGAllocated}, AGAllocated},
 }
 
 // agRecoveryState is ec: what a state becomes after a restart.

@@ -1147,7 +1147,7 @@ func TestAGLifeCycle_Preemption(t *testing.T) {
 func TestIllegalTransitions(t *testing.T) {
 	states := []AGState{AGPending, AGPreempting, AGAllocated, AGBeingPreempted, AGDeleted}
 	// The legal AG transitions: the seed's, plus e6 again on a group already
-	// Being preempted (a second cell of it), and the extensions x1 and x2.
+	// Being preempted (a second cell of it), and the extensions x1, x2, x3.
 	legal := map[AGEvent]map[AGState]AGState{
 		AGe0: {AGPending: AGAllocated},
 		AGe1: {AGPending: AGPreempting},
@@ -1160,6 +1160,7 @@ func TestIllegalTransitions(t *testing.T) {
 		AGe8: {AGPending: AGDeleted},
 		AGx1: {AGAllocated: AGPending},
 		AGx2: {AGBeingPreempted: AGAllocated},
+		AGx3: {AGAllocated: AGAllocated},
 		"zz": {},
 	}
 	t.Run("agNext", func(t *testing.T) {

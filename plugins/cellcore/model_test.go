@@ -488,6 +488,20 @@ func (m *modelRun) restart() {
 	}
 	m.k = k
 	m.stats["restart"]++
+	// Some members that were not running come back after the restart (x3).
+	for _, n := range m.groupNames() {
+		st, ok := k.AffinityGroupStatus(n)
+		if !ok || st.State != AGAllocated || m.r.Intn(2) == 0 {
+			continue
+		}
+		for i, p := range st.Pods {
+			if p.PodKey == "" {
+				if _, err := k.AssignPod(n, fmt.Sprintf("%s-late-%d", n, i), p.LeafCellNumber); err == nil {
+					m.stats["x3"]++
+				}
+			}
+		}
+	}
 }
 
 func (m *modelRun) badRequest() {

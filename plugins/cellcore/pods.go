@@ -6,10 +6,13 @@ import (
 )
 
 // AssignPod gives a pod one of the Allocated group's slots of its size (the
-// same slot again for the same key) and returns the pod's cells.
+// same slot again for the same key) and returns the pod's cells. A slot with
+// no cells (a member that was not running when the group was recovered) gets
+// cells now, next to the group's (extension x3).
 func (k *Core) AssignPod(group, podKey string, leafCellNumber int32) (PodPlacement, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	defer k.finish()
 	g := k.groups[group]
 	if g == nil {
 		return PodPlacement{}, fmt.Errorf("affinity group %q is not known", group)
@@ -22,14 +25,73 @@ func (k *Core) AssignPod(group, podKey string, leafCellNumber int32) (PodPlaceme
 			return k.podPlacement(g, i, s), nil
 		}
 	}
+	empty := -1
 	for i, s := range g.slots {
-		if s.podKey == "" && s.leafCellNumber == leafCellNumber && len(g.placement[i]) > 0 {
+		if s.podKey != "" || s.leafCellNumber != leafCellNumber {
+			continue
+		}
+		if len(g.placement[i]) > 0 {
 			g.slots[i].podKey = podKey
 			g.livePods++
 			return k.podPlacement(g, i, g.slots[i]), nil
 		}
+		if empty < 0 {
+			empty = i
+		}
+	}
+	if empty >= 0 && g.state == AGAllocated {
+		if !k.fillSlot(g, empty) {
+			return PodPlacement{}, fmt.Errorf("affinity group %q: no free cells left for its member of %d leaf cells that was not running when the group was recovered", group, leafCellNumber)
+		}
+		g.slots[empty].podKey = podKey
+		g.livePods++
+		return k.podPlacement(g, empty, g.slots[empty]), nil
 	}
 	return PodPlacement{}, fmt.Errorf("affinity group %q has no free slot for a pod of %d leaf cells (its members: %v)", group, leafCellNumber, g.spec.Members)
+}
+
+// fillSlot is extension x3: an Allocated group recovered with fewer pods than
+// members takes Free cells for a late member (cell e0; the group stays
+// Allocated). A guaranteed group looks in its VC's bound cells of the chain it
+// runs in; an opportunistic one in unbound cells first, then anywhere.
+func (k *Core) fillSlot(g *AffinityGroup, slot int) bool {
+	var ch *chain
+	for _, pod := range g.placement {
+		if len(pod) > 0 {
+			ch = pod[0].chain
+			break
+		}
+	}
+	if ch == nil {
+		return false
+	}
+	s := &k.srch
+	s.reset(g)
+	s.preempt = false
+	s.order = append(s.order[:0], slot)
+	need := g.slots[slot].leafCellNumber
+	found := false
+	if g.opportunistic() {
+		for _, r := range []*bucketSet{ch.freePool.roots, ch.topIndex} {
+			s.newAttempt()
+			if s.spanPodIn(r, need, slot) {
+				found = true
+				break
+			}
+		}
+	} else if p := k.poolFor(g, ch); p != nil {
+		found = s.span(p) // binds more of the VC's virtual cells if needed
+	}
+	if !found {
+		return false
+	}
+	leaves := append([]*Cell(nil), s.result[slot]...)
+	for _, c := range leaves {
+		k.setLeaf(c, Celle0, g, nil)
+	}
+	g.placement[slot] = leaves
+	k.traceEvent(g, AGx3)
+	return true
 }
 
 // PodDeletion reports what deleting a pod did.

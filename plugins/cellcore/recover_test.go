@@ -497,3 +497,27 @@ func TestRecoverBeforeHealthIsKnown(t *testing.T) {
 	require.Equal(t, Wait, d.Kind)
 	mustCheck(t, k)
 }
+
+// A member that was not running when its group was recovered (the scheduler
+// restarted while the gang was binding) gets cells next to the group (x3).
+func TestRecoverLateMemberGetsCells(t *testing.T) {
+	k := newHealthyCore(t, clusterConfig(1, 4, 0))
+	_, err := k.SetVirtualCluster(vcSpec("a", "V100-NODE", 2))
+	require.NoError(t, err)
+	spec := ag("g", "a", 0, 2, 8)
+	_, err = k.RecoverAffinityGroup(spec, []RecoveredPod{{PodKey: "p0", Node: "r0-n1", LeafCellIndices: []int32{0, 1, 2, 3, 4, 5, 6, 7}}})
+	require.NoError(t, err)
+	var events []AGEvent
+	k.OnTransition = func(_ string, ev AGEvent, _, _ AGState) { events = append(events, ev) }
+	pp, err := k.AssignPod("g", "p1", 8)
+	require.NoError(t, err)
+	require.NotEqual(t, "r0-n1", pp.Node)
+	require.Len(t, pp.LeafCellIndices, 8)
+	require.Equal(t, []AGEvent{AGx3}, events)
+	st, _ := k.VirtualClusterStatus("a")
+	require.EqualValues(t, 16, st.Cells[0].UsedLeafCells)
+	// No third member: the gang has two.
+	_, err = k.AssignPod("g", "p2", 8)
+	require.Error(t, err)
+	mustCheck(t, k)
+}

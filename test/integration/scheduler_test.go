@@ -195,6 +195,23 @@ func TestScheduler(t *testing.T) {
 		c.waitVCStatus(t, "rst-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 16 })
 	})
 
+	t.Run("a restart while a gang is binding: the pending member still lands", func(t *testing.T) {
+		c.createNodes(t, "late", 1, 2, 0)
+		c.createNamespace(t, "late")
+		c.createVC(t, "late-vc", []string{"late"}, "V100-NODE", 2)
+		gang := gangPods("late", "g", "late-vc", 0, 2, 8)
+		// Member 0 was bound by the scheduler that crashed: it carries the
+		// persisted placement. Member 1 was still pending.
+		gang[0].Spec.NodeName = "late-r0-n0"
+		gang[0].Annotations[hivesched.AnnotationPlacement] = `{"group":"late/g","virtualCluster":"late-vc","priority":0,` +
+			`"members":[{"podNumber":2,"leafCellNumber":8}],"node":"late-r0-n0","leafCellIndices":[0,1,2,3,4,5,6,7]}`
+		c.createPods(t, gang)
+		c.startScheduler(t, physicalCluster("late", 1, 2, 0))
+		nodes := c.waitBound(t, gang, 30*time.Second)
+		require.Equal(t, []string{"late-r0-n0", "late-r0-n1"}, nodes)
+		c.waitVCStatus(t, "late-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 16 })
+	})
+
 	t.Run("a bad spec yields a clear event and touches nothing", func(t *testing.T) {
 		c.createNodes(t, "bad", 1, 1, 0)
 		c.createNamespace(t, "bad")
