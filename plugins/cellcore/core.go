@@ -539,7 +539,12 @@ func (s *search) span(p *pool) bool {
 				if p.unbound(m) == 0 || ch.leafCount[m] < need {
 					continue
 				}
-				cand := k.peekFreeCell(ch, m)
+				// Next to the group's cells first, for affinity across the
+				// cells it binds; else the best free cell of the level.
+				cand := k.nearFreeCell(s.anchor(), m)
+				if cand == nil || !k.canBind(p, cand) {
+					cand = k.peekFreeCell(ch, m)
+				}
 				if cand == nil || !k.canBind(p, cand) {
 					continue
 				}
@@ -592,6 +597,41 @@ func (s *search) podInto(x *Cell, need int32, slot int) bool {
 		}
 	}
 	return false
+}
+
+// nearFreeCell finds a clean free cell of level m close to anchor: in the
+// subtree of anchor's parent, then of its grandparent, and so on up to the
+// top of the chain. It visits only cells of level m and above.
+func (k *Core) nearFreeCell(anchor *Cell, m int) *Cell {
+	if anchor == nil {
+		return nil
+	}
+	var found *Cell
+	var visit func(x *Cell) bool
+	visit = func(x *Cell) bool {
+		if int(x.level) < m {
+			return false
+		}
+		if x.pool != nil {
+			if x.pool.isFree() && x.chain.penalty(x) == 0 {
+				found = descendTo(x, m)
+				return true
+			}
+			return false // bound or pinned: nothing free below
+		}
+		for _, c := range x.children {
+			if visit(c) {
+				return true
+			}
+		}
+		return false
+	}
+	for a := anchor.parent; a != nil; a = a.parent {
+		if int(a.level) > m && visit(a) {
+			return found
+		}
+	}
+	return nil
 }
 
 // peekFreeCell chooses the free physical cell to bind at level m: a clean one

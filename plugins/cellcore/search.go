@@ -41,6 +41,16 @@ func (s *search) reset(g *AffinityGroup) {
 	s.bound = s.bound[:0]
 }
 
+// anchor is a leaf the current attempt already took, or nil.
+func (s *search) anchor() *Cell {
+	for _, slot := range s.order {
+		if r := s.result[slot]; len(r) > 0 {
+			return r[0]
+		}
+	}
+	return nil
+}
+
 func (s *search) newAttempt() {
 	s.k.epoch++
 	s.epoch = s.k.epoch

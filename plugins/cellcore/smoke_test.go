@@ -1,6 +1,7 @@
 package cellcore
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,5 +78,28 @@ func TestOpportunisticAvoidsBoundCells(t *testing.T) {
 	for _, p := range more.Pods {
 		require.Equal(t, boundRack, p.Node[:2])
 	}
+	mustCheck(t, k)
+}
+
+// A group larger than any cell its VC owns binds its extra cells next to
+// its first pod's: a 4x8 gang of a VC of nodes lands in one rack.
+func TestSpanningGroupKeepsAffinity(t *testing.T) {
+	k := newHealthyCore(t, clusterConfig(4, 4, 0))
+	_, err := k.SetVirtualCluster(vcSpec("nodes", "V100-NODE", 8))
+	require.NoError(t, err)
+	// Fragment the free pool: an opportunistic pod on one node of each rack.
+	for i := 0; i < 4; i++ {
+		d, err := k.Schedule(ag(fmt.Sprintf("o%d", i), "nodes", -1, 1, 8))
+		require.NoError(t, err)
+		require.Equal(t, Placed, d.Kind)
+	}
+	d, err := k.Schedule(ag("g", "nodes", 0, 3, 8))
+	require.NoError(t, err)
+	require.Equal(t, Placed, d.Kind, d.Reason)
+	racks := map[string]bool{}
+	for _, p := range d.Pods {
+		racks[p.Node[:2]] = true
+	}
+	require.Len(t, racks, 1, "%+v", d.Pods)
 	mustCheck(t, k)
 }
