@@ -77,3 +77,9 @@ up:
 
 down:
 	bash hack/local-down.sh $(DOWN_FLAGS)
+
+## bench: scheduler_perf throughput of HiveSched vs the default profile and Coscheduling
+## (test/perf; BENCH_NODES=5000 for the large variants; table in _output/perf/results-<n>.md)
+.PHONY: bench
+bench:
+	BENCH_NODES=$(or $(BENCH_NODES),500) bash test/perf/run.sh

@@ -1,0 +1,334 @@
+// Package perf runs scheduling-throughput benchmarks for the HiveSched plugin
+// on Kubernetes' own scheduler_perf harness
+// (k8s.io/kubernetes/test/integration/scheduler_perf), against the default
+// profile and, for gangs, the Coscheduling plugin of sigs.k8s.io/scheduler-plugins.
+//
+// TestMain renders, into a temporary directory, the scheduler configurations
+// (HiveSched's physical cluster must name its nodes, so there is one per node
+// count), the VirtualCluster objects and the workload file itself
+// (performance-config.yaml.tmpl), then hands that file to
+// RunBenchmarkPerfScheduling. Nodes get deterministic names node-<i> from
+// templates/node.yaml (createNodes renders node templates with .Index and
+// keeps their status on create). docs/perf.md has the results.
+package perf
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	_ "k8s.io/component-base/logs/json/register"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedperf "k8s.io/kubernetes/test/integration/scheduler_perf"
+	"sigs.k8s.io/yaml"
+
+	// Both register their plugin Args in the kube-scheduler config scheme.
+	_ "github.com/hivesched/hivesched/apis/config/scheme"
+	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
+	"sigs.k8s.io/scheduler-plugins/pkg/coscheduling"
+
+	"github.com/hivesched/hivesched/plugins/hivesched"
+)
+
+// nodeCounts are the cluster sizes the workload file is rendered for; the
+// label filter (<n>Nodes) picks which ones run.
+var nodeCounts = []int{500, 5000}
+
+// configFile is the rendered workload file, set by TestMain.
+var configFile string
+
+func TestMain(m *testing.M) {
+	if err := schedperf.InitTests(); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "hivesched-perf-")
+	if err == nil {
+		configFile, err = render(dir)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rendering the benchmark configuration: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if os.Getenv("HIVESCHED_PERF_KEEP") == "" {
+		_ = os.RemoveAll(dir)
+	} else {
+		fmt.Fprintf(os.Stderr, "configuration kept in %s\n", dir)
+	}
+	os.Exit(code)
+}
+
+func BenchmarkPerfScheduling(b *testing.B) {
+	registry := frameworkruntime.Registry{
+		hivesched.Name:    withCRDs(hivesched.New, hiveCRD()),
+		coscheduling.Name: collectOnStop(withCRDs(coscheduling.New, podGroupCRD())),
+	}
+	schedperf.RunBenchmarkPerfScheduling(b, configFile, "hivesched", registry)
+}
+
+// --- rendering ---
+
+func repoRoot() string {
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "..", "..")
+}
+
+func hiveCRD() string {
+	return filepath.Join(repoRoot(), "manifests", "crds", "hivesched.io_virtualclusters.yaml")
+}
+
+// podGroupCRD is the PodGroup CRD shipped with the scheduler-plugins module
+// (found through the module cache, located next to the coscheduling package).
+func podGroupCRD() string {
+	if p := os.Getenv("PODGROUP_CRD"); p != "" {
+		return p
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
+	if err != nil {
+		return "sigs.k8s.io/scheduler-plugins module directory not found: " + err.Error()
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "manifests", "coscheduling", "crd.yaml")
+}
+
+// render writes the scheduler configurations, VC objects and the workload
+// file into dir and returns the workload file's path.
+func render(dir string) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for _, n := range nodeCounts {
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-%d.yaml", n)), schedulerConfig(n)); err != nil {
+			return "", err
+		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("vc-%d.yaml", n)), virtualCluster("perf", n)); err != nil {
+			return "", err
+		}
+	}
+	if err := writeYAML(filepath.Join(dir, "default.yaml"), map[string]any{
+		"apiVersion": "kubescheduler.config.k8s.io/v1",
+		"kind":       "KubeSchedulerConfiguration",
+		"profiles":   []any{map[string]any{"schedulerName": "default-scheduler"}},
+	}); err != nil {
+		return "", err
+	}
+	if err := writeYAML(filepath.Join(dir, "coscheduling.yaml"), coschedulingConfig()); err != nil {
+		return "", err
+	}
+	funcs := template.FuncMap{
+		"mul": func(a, b int) int { return a * b },
+		"div": func(a, b int) int { return a / b },
+	}
+	tmpl, err := template.New("performance-config.yaml.tmpl").Funcs(funcs).ParseFiles(filepath.Join(wd, "performance-config.yaml.tmpl"))
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "performance-config.yaml")
+	f, err := os.Create(out)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	err = tmpl.Execute(f, map[string]any{
+		"Dir":        dir,
+		"Templates":  filepath.Join(wd, "templates"),
+		"NodeCounts": nodeCounts,
+		// Measured pods: 4 a node for 8 x 1 GPU gangs (half the GPUs); one
+		// a node on every full rack for 4 x 8 GPU gangs (a pod takes a whole
+		// node, and a gang stays within a rack).
+		"Gangs": []gang{{Size: 8, GPUs: 1, PodsPerNode10: 40}, {Size: 4, GPUs: 8, FullRacks: true}},
+	})
+	return out, err
+}
+
+type gang struct {
+	Size, GPUs, PodsPerNode10 int
+	FullRacks                 bool
+}
+
+func writeYAML(path string, obj any) error {
+	raw, err := yaml.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o600)
+}
+
+// physicalCluster lists n V100 nodes of 8 GPUs named node-0..node-<n-1> in
+// racks of 8 (RACK/NODE/SOCKET/SWITCH/GPU as in the integration tests); the
+// nodes left over when n is not a multiple of 8 are top-level node cells.
+func physicalCluster(n int) map[string]any {
+	const perRack = 8
+	var cells []any
+	for r := 0; r < n/perRack; r++ {
+		var nodes []any
+		for j := 0; j < perRack; j++ {
+			nodes = append(nodes, map[string]any{"cellAddress": fmt.Sprintf("node-%d", r*perRack+j)})
+		}
+		cells = append(cells, map[string]any{"cellType": "V100-RACK", "cellAddress": fmt.Sprintf("rack%d", r), "cellChildren": nodes})
+	}
+	for i := n / perRack * perRack; i < n; i++ {
+		cells = append(cells, map[string]any{"cellType": "V100-NODE", "cellAddress": fmt.Sprintf("node-%d", i)})
+	}
+	return map[string]any{
+		"cellTypes": map[string]any{
+			"V100-SWITCH": map[string]any{"childCellType": "V100", "childCellNumber": 2},
+			"V100-SOCKET": map[string]any{"childCellType": "V100-SWITCH", "childCellNumber": 2},
+			"V100-NODE":   map[string]any{"childCellType": "V100-SOCKET", "childCellNumber": 2, "isNodeLevel": true},
+			"V100-RACK":   map[string]any{"childCellType": "V100-NODE", "childCellNumber": perRack},
+		},
+		"physicalCells": cells,
+	}
+}
+
+// schedulerConfig is the HiveSched profile (as manifests/scheduler/ enables
+// it) as the default-scheduler profile, for a cluster of n nodes.
+func schedulerConfig(n int) map[string]any {
+	return map[string]any{
+		"apiVersion": "kubescheduler.config.k8s.io/v1",
+		"kind":       "KubeSchedulerConfiguration",
+		"profiles": []any{map[string]any{
+			"schedulerName": "default-scheduler",
+			"plugins": map[string]any{
+				"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+				"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
+				"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+			},
+			"pluginConfig": []any{map[string]any{"name": hivesched.Name, "args": map[string]any{
+				"permitWaitingTimeSeconds":    60,
+				"statusUpdateIntervalSeconds": 5,
+				"physicalCluster":             physicalCluster(n),
+			}}},
+		}},
+	}
+}
+
+// coschedulingConfig enables Coscheduling at every extension point it
+// implements (multiPoint) and as the only QueueSort plugin, keeping the other
+// default plugins (DefaultPreemption included, as scheduler-plugins' sample
+// configuration does).
+func coschedulingConfig() map[string]any {
+	return map[string]any{
+		"apiVersion": "kubescheduler.config.k8s.io/v1",
+		"kind":       "KubeSchedulerConfiguration",
+		"profiles": []any{map[string]any{
+			"schedulerName": "default-scheduler",
+			"plugins": map[string]any{
+				"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": coscheduling.Name}}},
+				"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": coscheduling.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
+			},
+			"pluginConfig": []any{map[string]any{"name": coscheduling.Name, "args": map[string]any{
+				"permitWaitingTimeSeconds": 60,
+			}}},
+		}},
+	}
+}
+
+// virtualCluster is a VC of all n V100 nodes open to every namespace: the
+// racks (chain V100-RACK) and the left-over top-level nodes (chain V100-NODE;
+// a VC's cells are counted per chain).
+func virtualCluster(name string, n int) map[string]any {
+	cells := []any{map[string]any{"cellType": "V100-RACK", "cellNumber": n / 8}}
+	if n%8 != 0 {
+		cells = append(cells, map[string]any{"cellType": "V100-NODE", "cellNumber": n % 8})
+	}
+	return map[string]any{
+		"apiVersion": "hivesched.io/v1alpha1",
+		"kind":       "VirtualCluster",
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"allowedNamespaces": []any{"*"},
+			"virtualCells":      cells,
+		},
+	}
+}
+
+// --- plugin wrappers ---
+
+// withCRDs installs the CRDs a plugin reads before the plugin is built.
+// scheduler_perf starts the scheduler (and so runs the plugin factories)
+// before a workload's first op, on a fresh API server, so a createAny op of
+// the CRD would come too late: HiveSched lists VirtualClusters in New to
+// recover allocations, and Coscheduling syncs a PodGroup cache.
+func withCRDs(factory frameworkruntime.PluginFactory, crdFiles ...string) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+		for _, f := range crdFiles {
+			if err := installCRD(ctx, h.KubeConfig(), f); err != nil {
+				return nil, fmt.Errorf("installing CRD %s: %w", f, err)
+			}
+		}
+		return factory(ctx, obj, h)
+	}
+}
+
+// collectOnStop works around goroutines Coscheduling never stops: its
+// PodGroupManager keeps github.com/patrickmn/go-cache caches whose janitor
+// goroutines end only when the cache is garbage collected (a finalizer).
+// scheduler_perf checks each workload for leaked goroutines once the
+// scheduler stopped, so force a few collections after the scheduler's
+// context ends.
+func collectOnStop(factory frameworkruntime.PluginFactory) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+		go func() {
+			<-ctx.Done()
+			for i := 0; i < 8; i++ {
+				time.Sleep(250 * time.Millisecond)
+				goruntime.GC()
+			}
+		}()
+		return factory(ctx, obj, h)
+	}
+}
+
+func installCRD(ctx context.Context, cfg *rest.Config, file string) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(raw, &crd); err != nil {
+		return err
+	}
+	ac, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := ac.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	jc := rest.CopyConfig(cfg)
+	jc.ContentType = "application/json"
+	dc, err := dynamic.NewForConfig(jc)
+	if err != nil {
+		return err
+	}
+	var version string
+	for _, v := range crd.Spec.Versions {
+		if v.Served {
+			version = v.Name
+		}
+	}
+	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := dc.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	})
+}

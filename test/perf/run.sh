@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs the scheduler_perf benchmarks of test/perf and writes the markdown
+# table (make bench). BENCH_NODES picks the cluster size (500 by default;
+# 5000 runs the large variants), BENCH_FILTER the test cases (a regexp for
+# -bench, default all), BENCH_TIMEOUT the go test timeout.
+#
+# It needs an etcd binary on PATH: _output/local/bin/etcd, built here the way
+# hack/local-up.sh does when it is missing.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+source hack/local-env.sh
+OUT=$ROOT/_output/perf
+NODES=${BENCH_NODES:-500}
+FILTER=${BENCH_FILTER:-.}
+TIMEOUT=${BENCH_TIMEOUT:-90m}
+NICE=(nice -n 10)
+mkdir -p "$OUT"
+
+if [[ ! -x $LOCAL_BIN/etcd ]]; then
+  echo "building etcd $ETCD_VERSION into $LOCAL_BIN"
+  dir=$LOCAL_TOOLS/etcd
+  mkdir -p "$dir" "$LOCAL_BIN"
+  printf 'module hivesched.local/tools/etcd\n\ngo 1.24.0\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION" >"$dir/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$dir/tools.go"
+  (cd "$dir" && GOFLAGS="-mod=mod -buildvcs=false" go mod tidy >/dev/null 2>&1 &&
+    "${NICE[@]}" env GOFLAGS="-mod=mod -buildvcs=false" go build -ldflags "-s -w" -o "$LOCAL_BIN/etcd" go.etcd.io/etcd/server/v3)
+fi
+export PATH=$LOCAL_BIN:$PATH
+
+"${NICE[@]}" go test -c -o "$OUT/perf.test" ./test/perf/
+
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+data=$OUT/data-$stamp
+mkdir -p "$data"
+log=$OUT/bench-$stamp.log
+echo "benchmarks: nodes=$NODES filter=$FILTER; log $log, data $data"
+set +e
+(cd test/perf && "${NICE[@]}" "$OUT/perf.test" -test.run='^$' -test.bench="BenchmarkPerfScheduling/$FILTER" \
+  -test.benchtime=1ns -test.timeout="$TIMEOUT" \
+  -perf-scheduling-label-filter="performance,${NODES}Nodes" -data-items-dir="$data") >"$log" 2>&1
+rc=$?
+set -e
+grep -E '^(Benchmark|--- FAIL|FAIL|PASS|ok)|Error running|scheduler_perf.go:[0-9]+: .*(error|timed out)' "$log" | cut -c1-400 || true
+
+report=$OUT/results-${NODES}.md
+[[ $FILTER == . ]] || report=$OUT/results-${NODES}-${FILTER//[^A-Za-z0-9]/_}.md
+(cd test/perf && HIVESCHED_PERF_DATA="$data" HIVESCHED_PERF_REPORT="$report" \
+  "$OUT/perf.test" -test.run='^TestReport$') >/dev/null
+echo "table: $report"
+cat "$report"
+exit $rc
