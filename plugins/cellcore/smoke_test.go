@@ -103,3 +103,23 @@ func TestSpanningGroupKeepsAffinity(t *testing.T) {
 	require.Len(t, racks, 1, "%+v", d.Pods)
 	mustCheck(t, k)
 }
+
+func TestGroupStateAndMemberCheck(t *testing.T) {
+	k := newHealthyCore(t, clusterConfig(1, 2, 0))
+	_, err := k.SetVirtualCluster(vcSpec("a", "V100-NODE", 2))
+	require.NoError(t, err)
+	_, ok := k.AffinityGroupState("g")
+	require.False(t, ok)
+	spec := ag("g", "a", 0, 2, 8)
+	require.NoError(t, k.CheckMember(spec)) // unknown groups are fine
+	_, err = k.Schedule(spec)
+	require.NoError(t, err)
+	st, ok := k.AffinityGroupState("g")
+	require.True(t, ok)
+	require.Equal(t, AGAllocated, st)
+	require.NoError(t, k.CheckMember(spec))
+	other := spec
+	other.Priority = 5
+	require.ErrorContains(t, k.CheckMember(other), "different spec")
+	mustCheck(t, k)
+}

@@ -1,6 +1,9 @@
 package cellcore
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // CellLevelStatus is a VC's reservation at one (chain, level).
 type CellLevelStatus struct {
@@ -93,6 +96,29 @@ type AffinityGroupStatus struct {
 	Priority       int32 // effective: -1 once downgraded
 	Downgraded     bool
 	Pods           []PodPlacement
+}
+
+// AffinityGroupState returns a group's state (cheap: no placement copied).
+func (k *Core) AffinityGroupState(name string) (AGState, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	g := k.groups[name]
+	if g == nil {
+		return AGDeleted, false
+	}
+	return g.state, true
+}
+
+// CheckMember checks that a pod's request agrees with its known group: the
+// members of one group must agree on VC, priority, leaf cell type, pinned
+// cell and members.
+func (k *Core) CheckMember(spec AffinityGroupSpec) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if g := k.groups[spec.Name]; g != nil && !g.spec.equal(&spec) {
+		return fmt.Errorf("affinity group %q already exists with a different spec (pods of one group must agree on virtual cluster, priority, leaf cell type, pinned cell and members)", spec.Name)
+	}
+	return nil
 }
 
 // AffinityGroupStatus returns one group's status.

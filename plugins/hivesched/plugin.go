@@ -166,7 +166,7 @@ func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	}
 	have := p.groups.memberCount(req.group.Name)
 	if want := req.totalPods(); have < want {
-		if st, ok := p.core.AffinityGroupStatus(req.group.Name); ok && (st.State == cellcore.AGAllocated || st.State == cellcore.AGBeingPreempted) {
+		if st, ok := p.core.AffinityGroupState(req.group.Name); ok && (st == cellcore.AGAllocated || st == cellcore.AGBeingPreempted) {
 			return nil // a replacement member of a running group
 		}
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
@@ -216,8 +216,8 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	name := req.group.Name
-	known, hasGroup := p.core.AffinityGroupStatus(name)
-	if !hasGroup || known.State == cellcore.AGPending {
+	agState, hasGroup := p.core.AffinityGroupState(name)
+	if !hasGroup || agState == cellcore.AGPending {
 		if reason := p.vcs.admits(req.group.VirtualCluster, pod.Namespace); reason != "" {
 			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
@@ -225,10 +225,19 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	// A group allocated long ago whose pods never bound (another plugin keeps
 	// rejecting its nodes) gives its cells back and is placed again.
-	if hasGroup && known.State == cellcore.AGAllocated && p.groups.staleAllocation(name, p.permitTimeout) {
+	if hasGroup && agState == cellcore.AGAllocated && p.groups.staleAllocation(name, p.permitTimeout) {
 		if err := p.core.RollbackAffinityGroup(name); err == nil {
 			klog.FromContext(ctx).V(2).Info("rolled back a group whose pods never bound", "group", name)
+			agState = cellcore.AGPending
 		}
+	}
+	if hasGroup && (agState == cellcore.AGAllocated || agState == cellcore.AGBeingPreempted) {
+		// Decided when the first member came: this member finds its slot.
+		if err := p.core.CheckMember(req.group); err != nil {
+			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		}
+		return p.assign(state, pod, req)
 	}
 	d, err := p.core.Schedule(req.group)
 	if err != nil {
@@ -240,16 +249,8 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	switch d.Kind {
 	case cellcore.Placed:
-		if !hasGroup || known.State != cellcore.AGAllocated {
-			p.groups.allocated(name)
-		}
-		pp, err := p.core.AssignPod(name, podKey(pod), req.leafCellNumber)
-		if err != nil {
-			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
-		}
-		state.Write(stateKey, &cycleState{group: name, node: pp.Node, leaves: req.leafCellNumber})
-		return &framework.PreFilterResult{NodeNames: sets.New(pp.Node)}, nil
+		p.groups.allocated(name)
+		return p.assign(state, pod, req)
 	case cellcore.Preempt:
 		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.leafCellNumber})
 		return nil, fwk.NewStatus(fwk.Unschedulable, d.Reason)
@@ -260,6 +261,18 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
+}
+
+// assign gives the pod its slot in its placed group and narrows the
+// candidate nodes to the slot's node.
+func (p *HiveSched) assign(state fwk.CycleState, pod *v1.Pod, req *podRequest) (*framework.PreFilterResult, *fwk.Status) {
+	pp, err := p.core.AssignPod(req.group.Name, podKey(pod), req.leafCellNumber)
+	if err != nil {
+		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	state.Write(stateKey, &cycleState{group: req.group.Name, node: pp.Node, leaves: req.leafCellNumber})
+	return &framework.PreFilterResult{NodeNames: sets.New(pp.Node)}, nil
 }
 
 // PreFilterExtensions is nil: the decision does not depend on other pods
