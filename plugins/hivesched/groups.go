@@ -95,11 +95,6 @@ func (x *groupIndex) untrack(pod *v1.Pod) (string, bool) {
 	return name, false
 }
 
-// requestOfDeleted parses a pod that is gone from the index.
-func (x *groupIndex) requestOfDeleted(pod *v1.Pod, res v1.ResourceName) (*podRequest, error) {
-	return parsePod(pod, res)
-}
-
 func (x *groupIndex) groupOf(pod *v1.Pod) string {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -141,7 +141,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	if res.GroupDeleted || (empty && !res.GroupDeleted) {
 		// Cells were freed. The queue's own pod-deleted hint may have run
 		// before this handler released them, so requeue who may use them.
-		if rec, _ := p.groups.requestOfDeleted(pod, p.resource); rec != nil {
+		if rec, _ := parsePod(pod, p.resource); rec != nil { // gone from the index: parse afresh
 			p.activateWaiting(logger, rec.group.VirtualCluster)
 		}
 	}

@@ -100,11 +100,8 @@ func (p *HiveSched) applyVC(logger klog.Logger, vc *hv1.VirtualCluster) {
 		logger.Info("virtual cluster shrank: affinity group runs on as opportunistic (lazy preemption)", "virtualCluster", vc.Name, "group", g)
 		p.event(vc, "Normal", "Downgraded", fmt.Sprintf("affinity group %s no longer fits the virtual cluster and runs on as opportunistic", g))
 	}
-	p.activateVC(logger, vc.Name)
+	p.activateWaiting(logger, vc.Name) // its capacity changed
 }
-
-// activateVC requeues the pending pods of a VC: its capacity changed.
-func (p *HiveSched) activateVC(logger klog.Logger, vc string) { p.activateWaiting(logger, vc) }
 
 // activateWaiting requeues the unbound pods of a VC's groups and of every
 // opportunistic group (they may use any free cell); with vc "", of all groups.
