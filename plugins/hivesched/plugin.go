@@ -13,20 +13,25 @@
 //	            nominates the node; victims' deletions drive cell e9, AG e4
 //	Reserve     records the member; Unreserve rolls a never-bound gang back (x1)
 //	Permit      waits until all members are reserved, then allows them together
-//	PreBind     persists the placement on the pod for recovery (ec)
+//	Bind        binds the pod with its placement annotations in one write
+//	            (persisted for recovery, ec); PreBind patches them instead
+//	            when another binder runs first
 package hivesched
 
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hivesched/hivesched/apis/config"
@@ -51,6 +56,9 @@ type HiveSched struct {
 	vcClient      versioned.Interface
 	groups        *groupIndex
 	vcs           *vcRegistry
+
+	bindOrder sync.Once // decides ownBind on first use
+	ownBind   bool      // HiveSched's Bind runs first: it writes the placement
 }
 
 var (
@@ -62,6 +70,7 @@ var (
 	_ framework.ReservePlugin     = &HiveSched{}
 	_ framework.PermitPlugin      = &HiveSched{}
 	_ framework.PreBindPlugin     = &HiveSched{}
+	_ framework.BindPlugin        = &HiveSched{}
 	_ framework.EnqueueExtensions = &HiveSched{}
 )
 
@@ -347,7 +356,7 @@ func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v
 		fwk.NewStatus(fwk.Success)
 }
 
-// --- Reserve, Permit, PreBind ---
+// --- Reserve, Permit, Bind ---
 
 // Reserve records that the member passed the scheduling cycle; its cells were
 // allocated with its group (AG e0) in PreFilter.
@@ -398,20 +407,17 @@ func (p *HiveSched) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	return nil, 0
 }
 
-// PreBind persists the placement on the pod so that a restarted scheduler
-// recovers it, and writes the pod's device indices for device visibility.
-func (p *HiveSched) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	s := readState(state)
-	if s == nil {
-		return nil
-	}
+// placementAnnotations assigns the pod its leaf cells inside its group's
+// allocation (AG e3's cell side) and returns the annotations that persist the
+// placement (read back by recovery, ec) and the pod's device indices.
+func (p *HiveSched) placementAnnotations(s *cycleState, pod *v1.Pod) (map[string]string, error) {
 	req, err := p.request(pod)
 	if err != nil || req == nil {
-		return fwk.AsStatus(fmt.Errorf("pod spec changed during binding: %v", err))
+		return nil, fmt.Errorf("pod spec changed during binding: %v", err)
 	}
 	pp, err := p.core.AssignPod(s.group, podKey(pod), s.leaves)
 	if err != nil {
-		return fwk.AsStatus(err)
+		return nil, err
 	}
 	ann := map[string]string{
 		AnnotationPlacement:       newPlacementRecord(req.group, pp).encode(),
@@ -420,18 +426,90 @@ func (p *HiveSched) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if req.hived {
 		ann[HivedIsolationAnnotation] = indicesString(pp.LeafCellIndices)
 	}
+	return ann, nil
+}
+
+// Bind binds our pods with their placement in one API call: the API server
+// copies a Binding's annotations onto the pod as it sets spec.nodeName, so
+// the pod is never bound without its placement, and binding costs one write
+// instead of a patch and a bind. Pods that are not ours are left to the next
+// binder (DefaultBinder).
+//
+// The profile must list HiveSched under bind (manifests/scheduler does);
+// otherwise DefaultBinder binds first and PreBind writes the placement instead.
+func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	s := readState(state)
+	if s == nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	ann, err := p.placementAnnotations(s, pod)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
+		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	if c := p.handle.APICacher(); c != nil {
+		onFinish, err := c.BindPod(binding)
+		if err == nil {
+			err = c.WaitOnFinish(ctx, onFinish)
+		}
+		if err != nil {
+			return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: %w", pod.Namespace, pod.Name, err))
+		}
+		return nil
+	}
+	if err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: %w", pod.Namespace, pod.Name, err))
+	}
+	return nil
+}
+
+// PreBind is the fallback for a profile where another bind plugin runs before
+// HiveSched's Bind: it patches the placement onto the pod before that plugin
+// binds it (two API writes per pod instead of one).
+func (p *HiveSched) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	s := readState(state)
+	if s == nil || p.bindsFirst() {
+		return nil
+	}
+	ann, err := p.placementAnnotations(s, pod)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
 	if err := p.annotate(ctx, pod, ann); err != nil {
 		return fwk.AsStatus(fmt.Errorf("persisting placement: %w", err))
 	}
 	return nil
 }
 
-// PreBindPreFlight tells the framework that PreBind has work for our pods.
+// PreBindPreFlight tells the framework whether PreBind has work for the pod:
+// only for our pods, and only when HiveSched is not the profile's first binder.
 func (p *HiveSched) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	if readState(state) == nil {
+	if readState(state) == nil || p.bindsFirst() {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	return nil
+}
+
+// bindsFirst reports whether HiveSched's Bind is the first bind plugin of its
+// profile. The framework orders plugins only after every plugin is built, so
+// this is decided on first use, not in New.
+func (p *HiveSched) bindsFirst() bool {
+	p.bindOrder.Do(func() {
+		lister, ok := p.handle.(interface{ ListPlugins() *schedconfig.Plugins })
+		if !ok {
+			return
+		}
+		if pl := lister.ListPlugins(); pl != nil && len(pl.Bind.Enabled) > 0 && pl.Bind.Enabled[0].Name == Name {
+			p.ownBind = true
+		}
+		if !p.ownBind {
+			klog.Background().Info("HiveSched is not the first bind plugin of its profile: placements are written by an extra pod patch in PreBind; list HiveSched under plugins.bind.enabled for one write per pod", "profile", p.schedulerName)
+		}
+	})
+	return p.ownBind
 }
 
 // --- events ---

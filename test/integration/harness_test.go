@@ -152,8 +152,26 @@ func physicalCluster(prefix string, racks, nodesPerRack, t4 int) map[string]any 
 	}
 }
 
-// startScheduler runs the scheduler in process with the HiveSched profile.
-func (c *cluster) startScheduler(t *testing.T, physical map[string]any) *scheduler {
+// profileOption changes the plugins of the scheduler profile.
+type profileOption func(plugins map[string]any)
+
+// withDefaultBinderFirst leaves HiveSched out of the bind extension point, so
+// DefaultBinder binds and HiveSched's PreBind writes the placement (the
+// fallback for configurations that do not list HiveSched under bind).
+func withDefaultBinderFirst(plugins map[string]any) { delete(plugins, "bind") }
+
+// startScheduler runs the scheduler in process with the HiveSched profile
+// (as manifests/scheduler configures it).
+func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileOpts ...profileOption) *scheduler {
+	plugins := map[string]any{
+		"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+		"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
+		"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+		"bind":       map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+	}
+	for _, o := range profileOpts {
+		o(plugins)
+	}
 	cfg := map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
 		"kind":             "KubeSchedulerConfiguration",
@@ -161,11 +179,7 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any) *schedul
 		"clientConnection": map[string]any{"kubeconfig": c.kubeconfig},
 		"profiles": []any{map[string]any{
 			"schedulerName": schedulerName,
-			"plugins": map[string]any{
-				"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
-				"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
-				"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
-			},
+			"plugins":       plugins,
 			"pluginConfig": []any{map[string]any{"name": hivesched.Name, "args": map[string]any{
 				"permitWaitingTimeSeconds":    5,
 				"statusUpdateIntervalSeconds": 1,

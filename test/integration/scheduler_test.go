@@ -176,12 +176,19 @@ func TestScheduler(t *testing.T) {
 		c.createNodes(t, "rst", 1, 2, 0)
 		c.createNamespace(t, "rst")
 		c.createVC(t, "rst-vc", []string{"rst"}, "V100-NODE", 2)
-		s := c.startScheduler(t, physicalCluster("rst", 1, 2, 0))
+		// The first scheduler binds with DefaultBinder (placement patched in
+		// PreBind), the restarted one with HiveSched's Bind: recovery reads
+		// what either wrote.
+		s := c.startScheduler(t, physicalCluster("rst", 1, 2, 0), withDefaultBinderFirst)
 
 		a := gangPods("rst", "a", "rst-vc", 0, 2, 4)
 		c.createPods(t, a)
 		aNodes := c.waitBound(t, a, 30*time.Second)
 		require.Equal(t, aNodes[0], aNodes[1], "a 2x4 gang packs into one node")
+		for _, p := range a {
+			got := c.getPod(t, p)
+			require.Contains(t, got.Annotations, hivesched.AnnotationPlacement, "PreBind wrote the placement")
+		}
 		s.stop()
 
 		c.startScheduler(t, physicalCluster("rst", 1, 2, 0))

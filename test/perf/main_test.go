@@ -81,7 +81,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		hivesched.Name:    withCRDs(hivesched.New, hiveCRD()),
 		coscheduling.Name: collectOnStop(withCRDs(coscheduling.New, podGroupCRD())),
 	}
-	schedperf.RunBenchmarkPerfScheduling(b, configFile, "hivesched", registry)
+	schedperf.RunBenchmarkPerfScheduling(b, configFile, "hivesched", registry, schedperf.WithPrepareFn(watchGangs))
 }
 
 // --- rendering ---
@@ -211,6 +211,7 @@ func schedulerConfig(n int) map[string]any {
 				"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
 				"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
 				"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+				"bind":       map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
 			},
 			"pluginConfig": []any{map[string]any{"name": hivesched.Name, "args": map[string]any{
 				"permitWaitingTimeSeconds":    60,

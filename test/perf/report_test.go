@@ -30,7 +30,18 @@ func TestReport(t *testing.T) {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
-	md := renderReport(results)
+	gangs, err := readGangReports(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := renderReport(results, gangs)
+	if f := os.Getenv("HIVESCHED_CORE_BENCH"); f != "" {
+		core, err := renderCoreBench(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		md += "\n" + core
+	}
 	if out := os.Getenv("HIVESCHED_PERF_REPORT"); out != "" {
 		if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
 			t.Fatal(err)
@@ -49,15 +60,55 @@ type dataItems struct {
 	} `json:"dataItems"`
 }
 
-// result is one contender on one workload.
+// result is one contender on one workload, over its runs (-count).
 type result struct {
 	workload, contender string
-	throughput          map[string]float64 // pods/s
-	attempt             map[string]float64 // ms, scheduling attempts that scheduled (algorithm + binding)
+	runs                []*run
+}
+
+// run is one run of a contender on a workload.
+type run struct {
+	throughput map[string]float64 // pods/s
+	attempt    map[string]float64 // ms, scheduling attempts that scheduled (algorithm + binding)
+	latency    map[string]float64 // ms, queue entry to bound over all attempts (SLI)
+}
+
+// median is the run whose average throughput is the median over the runs
+// that recorded one (the last run if none did), and how many runs there are.
+func (r *result) median() *run {
+	var with []*run
+	for _, x := range r.runs {
+		if x.throughput != nil {
+			with = append(with, x)
+		}
+	}
+	if len(with) == 0 {
+		return r.runs[len(r.runs)-1]
+	}
+	sort.SliceStable(with, func(i, j int) bool { return with[i].throughput["Average"] < with[j].throughput["Average"] })
+	return with[(len(with)-1)/2]
+}
+
+// spread is "min-max" of the runs' average throughputs when there are several.
+func (r *result) spread() string {
+	var vs []float64
+	for _, x := range r.runs {
+		if x.throughput != nil {
+			vs = append(vs, x.throughput["Average"])
+		}
+	}
+	if len(vs) < 2 {
+		return ""
+	}
+	sort.Float64s(vs)
+	return fmt.Sprintf(" (%.0f-%.0f)", vs[0], vs[len(vs)-1])
 }
 
 // readDataItems reads one JSON file; names look like
 // BenchmarkPerfScheduling/<Workload>_<n>Nodes_<Contender>/<n>Nodes/<namespace>.
+// With -count, a case's runs follow one another in the file: a metric seen
+// again starts the next run. A case found in a later file replaces what
+// earlier files had.
 func readDataItems(file string, results map[string]*result) error {
 	raw, err := os.ReadFile(file)
 	if err != nil {
@@ -68,6 +119,7 @@ func readDataItems(file string, results map[string]*result) error {
 		return err
 	}
 	fresh := map[string]bool{}
+	seen := map[string]map[string]bool{} // case -> metrics of its current run
 	for _, it := range d.DataItems {
 		parts := strings.Split(it.Labels["Name"], "/")
 		if len(parts) < 2 {
@@ -84,19 +136,52 @@ func readDataItems(file string, results map[string]*result) error {
 			results[tc] = r
 			fresh[tc] = true
 		}
+		metric := it.Labels["Metric"] + "/" + it.Labels["result"] + "/" + it.Labels["extension_point"] + "/" + it.Labels["plugin"] + "/" + it.Labels["event"]
+		if len(r.runs) == 0 || seen[tc][metric] {
+			r.runs = append(r.runs, &run{})
+			seen[tc] = map[string]bool{}
+		}
+		seen[tc][metric] = true
+		cur := r.runs[len(r.runs)-1]
 		switch it.Labels["Metric"] {
 		case "SchedulingThroughput":
-			r.throughput = it.Data
+			cur.throughput = it.Data
 		case "scheduler_scheduling_attempt_duration_seconds":
 			if it.Labels["result"] == "scheduled" {
-				r.attempt = it.Data
+				cur.attempt = it.Data
 			}
+		case "scheduler_pod_scheduling_sli_duration_seconds":
+			cur.latency = it.Data
 		}
 	}
 	return nil
 }
 
-func renderReport(results map[string]*result) string {
+// readGangReports reads the gangs-*.json files watchGangs wrote, keyed by
+// test case name (<Workload>_<n>Nodes_<Contender>).
+func readGangReports(dir string) (map[string]gangReport, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "gangs-*.json"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]gangReport{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var r gangReport
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("%s: %v", f, err)
+		}
+		if parts := strings.Split(r.Workload, "/"); len(parts) >= 2 {
+			out[parts[1]] = r
+		}
+	}
+	return out, nil
+}
+
+func renderReport(results map[string]*result, gangs map[string]gangReport) string {
 	byWorkload := map[string][]*result{}
 	var workloads []string
 	for _, r := range results {
@@ -117,8 +202,8 @@ func renderReport(results map[string]*result) string {
 		return fmt.Sprintf("%.1f", v)
 	}
 	var b strings.Builder
-	b.WriteString("| workload | contender | throughput avg (pods/s) | p50 | p90 | p99 | ours / contender (avg) | attempt latency p50 / p90 / p99 (ms) |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| workload | contender | runs | throughput avg (pods/s) | p50 | p90 | p99 | ours / contender (avg) | scheduling latency p50 / p90 / p99 (ms) | attempt p50 / p90 / p99 (ms) | gangs whole / partly bound / unbound | gang bind spread p50 / p99 (ms) |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---|---|---|\n")
 	for _, w := range workloads {
 		rs := byWorkload[w]
 		sort.Slice(rs, func(i, j int) bool {
@@ -129,21 +214,91 @@ func renderReport(results map[string]*result) string {
 		})
 		var ours float64
 		for _, r := range rs {
-			if r.contender == "HiveSched" && r.throughput != nil {
-				ours = r.throughput["Average"]
+			if m := r.median(); r.contender == "HiveSched" && m.throughput != nil {
+				ours = m.throughput["Average"]
 			}
 		}
 		for _, r := range rs {
+			m := r.median()
 			ratio := "-"
-			if r.contender != "HiveSched" && ours > 0 && r.throughput != nil && r.throughput["Average"] > 0 {
-				ratio = fmt.Sprintf("%.2f", ours/r.throughput["Average"])
+			if r.contender != "HiveSched" && ours > 0 && m.throughput != nil && m.throughput["Average"] > 0 {
+				ratio = fmt.Sprintf("%.2f", ours/m.throughput["Average"])
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s / %s / %s |\n",
-				w, r.contender,
-				f(r.throughput, "Average"), f(r.throughput, "Perc50"), f(r.throughput, "Perc90"), f(r.throughput, "Perc99"),
+			gangCols := "- | -"
+			if g, ok := gangs[w+"_"+r.contender]; ok {
+				gangCols = fmt.Sprintf("%d / %d / %d | %.0f / %.0f", g.Whole, g.Partial, g.Unbound, g.BindSpreadP50Ms, g.BindSpreadP99Ms)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %d | %s%s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s |\n",
+				w, r.contender, len(r.runs),
+				f(m.throughput, "Average"), r.spread(), f(m.throughput, "Perc50"), f(m.throughput, "Perc90"), f(m.throughput, "Perc99"),
 				ratio,
-				f(r.attempt, "Perc50"), f(r.attempt, "Perc90"), f(r.attempt, "Perc99"))
+				f(m.latency, "Perc50"), f(m.latency, "Perc90"), f(m.latency, "Perc99"),
+				f(m.attempt, "Perc50"), f(m.attempt, "Perc90"), f(m.attempt, "Perc99"),
+				gangCols)
 		}
 	}
 	return b.String()
+}
+
+// renderCoreBench turns `go test -bench` output of the cell core's
+// benchmarks into a table: per benchmark, the median over its repetitions of
+// each reported figure.
+func renderCoreBench(file string) (string, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	type bench struct {
+		name   string
+		values map[string][]float64
+	}
+	var order []string
+	benches := map[string]*bench{}
+	units := []string{"ns/op", "p50-ns", "p99-ns", "B/op", "allocs/op", "bytes/cell"}
+	for _, line := range strings.Split(string(raw), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 4 || !strings.HasPrefix(fields[0], "Benchmark") {
+			continue
+		}
+		name := fields[0]
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			name = name[:i] // the GOMAXPROCS suffix
+		}
+		bn := benches[name]
+		if bn == nil {
+			bn = &bench{name: name, values: map[string][]float64{}}
+			benches[name] = bn
+			order = append(order, name)
+		}
+		for i := 2; i+1 < len(fields); i += 2 {
+			var v float64
+			if _, err := fmt.Sscanf(fields[i], "%g", &v); err == nil {
+				bn.values[fields[i+1]] = append(bn.values[fields[i+1]], v)
+			}
+		}
+	}
+	if len(order) == 0 {
+		return "", fmt.Errorf("no benchmark lines")
+	}
+	var b strings.Builder
+	b.WriteString("Cell core (`go test -bench` in plugins/cellcore, median of the runs):\n\n| benchmark | runs |")
+	for _, u := range units {
+		b.WriteString(" " + u + " |")
+	}
+	b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(units)) + "\n")
+	for _, name := range order {
+		bn := benches[name]
+		fmt.Fprintf(&b, "| %s | %d |", strings.TrimPrefix(name, "Benchmark"), len(bn.values["ns/op"]))
+		for _, u := range units {
+			vs := bn.values[u]
+			if len(vs) == 0 {
+				b.WriteString(" - |")
+				continue
+			}
+			sort.Float64s(vs)
+			fmt.Fprintf(&b, " %.1f |", vs[len(vs)/2])
+		}
+		b.WriteString("\n")
+	}
+	return b.String(), nil
 }

@@ -2,7 +2,11 @@
 # Runs the scheduler_perf benchmarks of test/perf and writes the markdown
 # table (make bench). BENCH_NODES picks the cluster size (500 by default;
 # 5000 runs the large variants), BENCH_FILTER the test cases (a regexp for
-# -bench, default all), BENCH_TIMEOUT the go test timeout.
+# -bench, default all), BENCH_COUNT the runs of each case (default 1; the
+# table shows the median run), BENCH_TIMEOUT the go test timeout,
+# BENCH_PROFILE=1 writes a CPU profile of the whole process (API server and
+# scheduler in one) next to the log, BENCH_CORE=0 skips the cell core's
+# benchmarks.
 #
 # It needs an etcd binary on PATH: _output/local/bin/etcd, built here the way
 # hack/local-up.sh does when it is missing.
@@ -14,6 +18,7 @@ OUT=$ROOT/_output/perf
 NODES=${BENCH_NODES:-500}
 FILTER=${BENCH_FILTER:-.}
 TIMEOUT=${BENCH_TIMEOUT:-90m}
+COUNT=${BENCH_COUNT:-1}
 NICE=(nice -n 10)
 mkdir -p "$OUT"
 
@@ -34,18 +39,30 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 data=$OUT/data-$stamp
 mkdir -p "$data"
 log=$OUT/bench-$stamp.log
-echo "benchmarks: nodes=$NODES filter=$FILTER; log $log, data $data"
+profile=()
+if [[ ${BENCH_PROFILE:-0} == 1 ]]; then
+  profile=(-test.cpuprofile="$OUT/cpu-$stamp.pprof")
+fi
+echo "benchmarks: nodes=$NODES filter=$FILTER count=$COUNT; log $log, data $data"
 set +e
 (cd test/perf && "${NICE[@]}" "$OUT/perf.test" -test.run='^$' -test.bench="BenchmarkPerfScheduling/$FILTER" \
-  -test.benchtime=1ns -test.timeout="$TIMEOUT" \
+  -test.benchtime=1ns -test.count="$COUNT" -test.timeout="$TIMEOUT" "${profile[@]}" \
   -perf-scheduling-label-filter="performance,${NODES}Nodes" -data-items-dir="$data") >"$log" 2>&1
 rc=$?
 set -e
-grep -E '^(Benchmark|--- FAIL|FAIL|PASS|ok)|Error running|scheduler_perf.go:[0-9]+: .*(error|timed out)' "$log" | cut -c1-400 || true
+grep -E '^(Benchmark|--- FAIL|FAIL|PASS|ok)|Error running|gang check|scheduler_perf.go:[0-9]+: .*(error|timed out)' "$log" | cut -c1-400 || true
+[[ ${#profile[@]} == 0 ]] || echo "CPU profile: $OUT/cpu-$stamp.pprof (go tool pprof $OUT/perf.test ...)"
+
+core=
+if [[ ${BENCH_CORE:-1} == 1 ]]; then
+  core=$OUT/core-$stamp.txt
+  echo "cell core benchmarks: $core"
+  "${NICE[@]}" go test -run '^$' -bench . -benchmem -count 3 ./plugins/cellcore/ >"$core" 2>&1 || { cat "$core"; rc=1; }
+fi
 
 report=$OUT/results-${NODES}.md
 [[ $FILTER == . ]] || report=$OUT/results-${NODES}-${FILTER//[^A-Za-z0-9]/_}.md
-(cd test/perf && HIVESCHED_PERF_DATA="$data" HIVESCHED_PERF_REPORT="$report" \
+(cd test/perf && HIVESCHED_PERF_DATA="$data" HIVESCHED_PERF_REPORT="$report" HIVESCHED_CORE_BENCH="$core" \
   "$OUT/perf.test" -test.run='^TestReport$') >/dev/null
 echo "table: $report"
 cat "$report"

@@ -1,0 +1,208 @@
+package perf
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/kubernetes/test/utils/ktesting"
+)
+
+// gangLabel names a pod's gang in every gang template, whatever the
+// contender (HiveSched's affinity group, Coscheduling's PodGroup, or none for
+// the default profile), so that one check covers them all.
+const gangLabel = "perf.hivesched.io/gang"
+
+// gangSizeLabel is the number of members of the pod's gang.
+const gangSizeLabel = "perf.hivesched.io/gang-size"
+
+// gangReport is what the gang check found in one workload; TestReport puts
+// it in the table. It is written as gangs-<workload>.json next to the data
+// items.
+type gangReport struct {
+	Workload string `json:"workload"`
+	Gangs    int    `json:"gangs"`
+	Whole    int    `json:"whole"`
+	// Unbound gangs had no member bound when the workload ended.
+	Unbound int `json:"unbound"`
+	// Partial gangs had some members bound and others not (or deleted) when
+	// the workload ended.
+	Partial int `json:"partial"`
+	// BindSpread is how long gangs stayed partly bound while binding: from
+	// a gang's first member bound to its last, in milliseconds.
+	BindSpreadP50Ms float64 `json:"bindSpreadP50Ms"`
+	BindSpreadP99Ms float64 `json:"bindSpreadP99Ms"`
+	BindSpreadMaxMs float64 `json:"bindSpreadMaxMs"`
+}
+
+// gangWatch records, from a pod informer, when each member of each gang
+// first appears bound.
+type gangWatch struct {
+	mu        sync.Mutex
+	firstBind map[string]time.Time // gang -> first member seen bound
+	lastBind  map[string]time.Time // gang -> last member seen bound
+	bound     map[string]bool      // pod -> seen bound
+}
+
+func gangKey(p *v1.Pod) string { return p.Namespace + "/" + p.Labels[gangLabel] }
+
+func (w *gangWatch) observe(obj interface{}) {
+	p, ok := obj.(*v1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return
+	}
+	now := time.Now()
+	key := p.Namespace + "/" + p.Name
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.bound[key] {
+		return
+	}
+	w.bound[key] = true
+	g := gangKey(p)
+	if _, ok := w.firstBind[g]; !ok {
+		w.firstBind[g] = now
+	}
+	w.lastBind[g] = now
+}
+
+// watchGangs is scheduler_perf's prepare function: before each workload it
+// starts watching the pods that carry gangLabel, and when the workload ends
+// it lists them afresh and checks that every gang is bound whole or not at
+// all. A gang-aware contender (every one but the default profile) that
+// leaves a gang partly bound fails the workload.
+func watchGangs(tCtx ktesting.TContext) error {
+	w := &gangWatch{firstBind: map[string]time.Time{}, lastBind: map[string]time.Time{}, bound: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = gangLabel }))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    w.observe,
+		UpdateFunc: func(_, obj interface{}) { w.observe(obj) },
+	}); err != nil {
+		cancel()
+		return err
+	}
+	factory.Start(ctx.Done())
+	tCtx.Cleanup(func() {
+		defer factory.Shutdown() // waits for the informer's goroutines (leak check)
+		defer cancel()
+		r, err := w.report(tCtx)
+		if err != nil {
+			tCtx.Errorf("gang check: %v", err)
+			return
+		}
+		if r.Gangs == 0 {
+			return
+		}
+		tCtx.Logf("gang check: %d gangs, %d whole, %d unbound, %d partly bound; bind spread p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+			r.Gangs, r.Whole, r.Unbound, r.Partial, r.BindSpreadP50Ms, r.BindSpreadP99Ms, r.BindSpreadMaxMs)
+		if err := writeGangReport(r); err != nil {
+			tCtx.Errorf("gang check: %v", err)
+		}
+		if r.Partial > 0 && !strings.HasSuffix(contender(r.Workload), "Default") {
+			tCtx.Errorf("gang check: %d gangs partly bound", r.Partial)
+		}
+	})
+	return nil
+}
+
+// report lists the gang pods from the API server (not the informer, which
+// may lag) and counts whole and partial gangs against the size each member's
+// gangSizeLabel states. A gang that lost members to preemption while others
+// stay bound is partial; a gang whose members are all gone is not counted.
+func (w *gangWatch) report(tCtx ktesting.TContext) (gangReport, error) {
+	r := gangReport{Workload: tCtx.Name()}
+	// The test's own context may be cancelled already during cleanup.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pods, err := tCtx.Client().CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: gangLabel})
+	if err != nil {
+		return r, err
+	}
+	type count struct{ size, bound int }
+	gangs := map[string]*count{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		size, err := strconv.Atoi(p.Labels[gangSizeLabel])
+		if err != nil {
+			return r, fmt.Errorf("pod %s/%s: label %s: %v", p.Namespace, p.Name, gangSizeLabel, err)
+		}
+		c := gangs[gangKey(p)]
+		if c == nil {
+			c = &count{size: size}
+			gangs[gangKey(p)] = c
+		}
+		if p.Spec.NodeName != "" {
+			c.bound++
+		}
+	}
+	for _, c := range gangs {
+		r.Gangs++
+		switch c.bound {
+		case 0:
+			r.Unbound++
+		case c.size:
+			r.Whole++
+		default:
+			r.Partial++
+		}
+	}
+	w.mu.Lock()
+	spreads := make([]float64, 0, len(w.firstBind))
+	for g, first := range w.firstBind {
+		spreads = append(spreads, float64(w.lastBind[g].Sub(first).Microseconds())/1000)
+	}
+	w.mu.Unlock()
+	slices.Sort(spreads)
+	r.BindSpreadP50Ms, r.BindSpreadP99Ms, r.BindSpreadMaxMs = quantile(spreads, 0.5), quantile(spreads, 0.99), quantile(spreads, 1)
+	return r, nil
+}
+
+// quantile of sorted values (nearest rank); 0 for none.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// contender is the last part of a test case name (Gangs8x1_500Nodes_HiveSched
+// -> HiveSched) in a workload name BenchmarkPerfScheduling/<case>/<workload>.
+func contender(workload string) string {
+	parts := strings.Split(workload, "/")
+	if len(parts) < 2 {
+		return workload
+	}
+	tc := parts[len(parts)-2]
+	return tc[strings.LastIndex(tc, "_")+1:]
+}
+
+// writeGangReport writes r next to scheduler_perf's data items
+// (-data-items-dir), where TestReport finds it.
+func writeGangReport(r gangReport) error {
+	f := flag.Lookup("data-items-dir")
+	if f == nil || f.Value.String() == "" {
+		return nil
+	}
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	name := "gangs-" + strings.NewReplacer("/", "_").Replace(r.Workload) + ".json"
+	return os.WriteFile(filepath.Join(f.Value.String(), name), raw, 0o644)
+}
