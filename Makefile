@@ -79,7 +79,9 @@ down:
 	bash hack/local-down.sh $(DOWN_FLAGS)
 
 ## bench: scheduler_perf throughput of HiveSched vs the default profile and Coscheduling
-## (test/perf; BENCH_NODES=5000 for the large variants; table in _output/perf/results-<n>.md)
+## (test/perf; BENCH_NODES=5000 for the large variants, BENCH_FILTER a regexp on
+## the test cases, BENCH_COUNT runs each, BENCH_PROFILE=1 a CPU profile,
+## BENCH_CORE=0 skips the cell core's benchmarks; table in _output/perf/results-<n>.md)
 .PHONY: bench
 bench:
 	BENCH_NODES=$(or $(BENCH_NODES),500) bash test/perf/run.sh

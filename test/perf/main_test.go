@@ -116,7 +116,10 @@ func render(dir string) (string, error) {
 		return "", err
 	}
 	for _, n := range nodeCounts {
-		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-%d.yaml", n)), schedulerConfig(n)); err != nil {
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-%d.yaml", n)), schedulerConfig(n, true)); err != nil {
+			return "", err
+		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-prebind-%d.yaml", n)), schedulerConfig(n, false)); err != nil {
 			return "", err
 		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("vc-%d.yaml", n)), virtualCluster("perf", n)); err != nil {
@@ -200,19 +203,26 @@ func physicalCluster(n int) map[string]any {
 }
 
 // schedulerConfig is the HiveSched profile (as manifests/scheduler/ enables
-// it) as the default-scheduler profile, for a cluster of n nodes.
-func schedulerConfig(n int) map[string]any {
+// it) as the default-scheduler profile, for a cluster of n nodes. Without
+// bindFirst, HiveSched is left out of the bind extension point, so
+// DefaultBinder binds and HiveSched's PreBind patches the placement first:
+// the fallback for such configurations, measured as contender
+// HiveSchedPreBind.
+func schedulerConfig(n int, bindFirst bool) map[string]any {
+	plugins := map[string]any{
+		"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+		"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
+		"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+	}
+	if bindFirst {
+		plugins["bind"] = map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}}
+	}
 	return map[string]any{
 		"apiVersion": "kubescheduler.config.k8s.io/v1",
 		"kind":       "KubeSchedulerConfiguration",
 		"profiles": []any{map[string]any{
 			"schedulerName": "default-scheduler",
-			"plugins": map[string]any{
-				"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
-				"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
-				"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
-				"bind":       map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
-			},
+			"plugins":       plugins,
 			"pluginConfig": []any{map[string]any{"name": hivesched.Name, "args": map[string]any{
 				"permitWaitingTimeSeconds":    60,
 				"statusUpdateIntervalSeconds": 5,
