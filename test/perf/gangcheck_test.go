@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -133,13 +134,30 @@ func (w *gangWatch) report(tCtx ktesting.TContext) (gangReport, error) {
 	if err != nil {
 		return r, err
 	}
+	if err := tally(pods.Items, &r); err != nil {
+		return r, err
+	}
+	w.mu.Lock()
+	spreads := make([]float64, 0, len(w.firstBind))
+	for g, first := range w.firstBind {
+		spreads = append(spreads, float64(w.lastBind[g].Sub(first).Microseconds())/1000)
+	}
+	w.mu.Unlock()
+	slices.Sort(spreads)
+	r.BindSpreadP50Ms, r.BindSpreadP99Ms, r.BindSpreadMaxMs = quantile(spreads, 0.5), quantile(spreads, 0.99), quantile(spreads, 1)
+	return r, nil
+}
+
+// tally counts the gangs of pods whole, unbound or partly bound against the
+// size each member's gangSizeLabel states.
+func tally(pods []v1.Pod, r *gangReport) error {
 	type count struct{ size, bound int }
 	gangs := map[string]*count{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		size, err := strconv.Atoi(p.Labels[gangSizeLabel])
-		if err != nil {
-			return r, fmt.Errorf("pod %s/%s: label %s: %v", p.Namespace, p.Name, gangSizeLabel, err)
+		if err != nil || size < 1 {
+			return fmt.Errorf("pod %s/%s: label %s=%q: want the gang's size", p.Namespace, p.Name, gangSizeLabel, p.Labels[gangSizeLabel])
 		}
 		c := gangs[gangKey(p)]
 		if c == nil {
@@ -161,15 +179,7 @@ func (w *gangWatch) report(tCtx ktesting.TContext) (gangReport, error) {
 			r.Partial++
 		}
 	}
-	w.mu.Lock()
-	spreads := make([]float64, 0, len(w.firstBind))
-	for g, first := range w.firstBind {
-		spreads = append(spreads, float64(w.lastBind[g].Sub(first).Microseconds())/1000)
-	}
-	w.mu.Unlock()
-	slices.Sort(spreads)
-	r.BindSpreadP50Ms, r.BindSpreadP99Ms, r.BindSpreadMaxMs = quantile(spreads, 0.5), quantile(spreads, 0.99), quantile(spreads, 1)
-	return r, nil
+	return nil
 }
 
 // quantile of sorted values (nearest rank); 0 for none.
@@ -205,4 +215,49 @@ func writeGangReport(r gangReport) error {
 	}
 	name := "gangs-" + strings.NewReplacer("/", "_").Replace(r.Workload) + ".json"
 	return os.WriteFile(filepath.Join(f.Value.String(), name), raw, 0o644)
+}
+
+func TestGangTally(t *testing.T) {
+	pod := func(ns, name, gang, size, node string) v1.Pod {
+		return v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{gangLabel: gang, gangSizeLabel: size}},
+			Spec:       v1.PodSpec{NodeName: node},
+		}
+	}
+	pods := []v1.Pod{
+		// whole: both members bound
+		pod("a", "p-0", "g-0", "2", "n1"), pod("a", "p-1", "g-0", "2", "n2"),
+		// unbound: none bound
+		pod("a", "p-2", "g-1", "2", ""), pod("a", "p-3", "g-1", "2", ""),
+		// partly bound: one of two
+		pod("a", "p-4", "g-2", "2", "n1"), pod("a", "p-5", "g-2", "2", ""),
+		// partly bound: a victim that lost a member, the other still bound
+		pod("a", "p-6", "g-3", "2", "n3"),
+		// same gang name in another namespace is another gang: whole
+		pod("b", "p-0", "g-0", "1", "n4"),
+	}
+	var r gangReport
+	if err := tally(pods, &r); err != nil {
+		t.Fatal(err)
+	}
+	want := gangReport{Gangs: 5, Whole: 2, Unbound: 1, Partial: 2}
+	if r != want {
+		t.Errorf("tally = %+v, want %+v", r, want)
+	}
+	bad := []v1.Pod{pod("a", "p-0", "g-0", "two", "n1")}
+	if err := tally(bad, &r); err == nil || !strings.Contains(err.Error(), gangSizeLabel) {
+		t.Errorf("a malformed size label: err = %v, want one naming %s", err, gangSizeLabel)
+	}
+}
+
+func TestContender(t *testing.T) {
+	for in, want := range map[string]string{
+		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSched/500Nodes":        "HiveSched",
+		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSchedPreBind/500Nodes": "HiveSchedPreBind",
+		"BenchmarkPerfScheduling/Gangs4x8_5000Nodes_Default/5000Nodes":        "Default",
+	} {
+		if got := contender(in); got != want {
+			t.Errorf("contender(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

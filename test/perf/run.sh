@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs the scheduler_perf benchmarks of test/perf and writes the markdown
 # table (make bench). BENCH_NODES picks the cluster size (500 by default;
-# 5000 runs the large variants), BENCH_FILTER the test cases (a regexp for
-# -bench, default all), BENCH_COUNT the runs of each case (default 1; the
-# table shows the median run), BENCH_TIMEOUT the go test timeout,
-# BENCH_PROFILE=1 writes a CPU profile of the whole process (API server and
-# scheduler in one) next to the log, BENCH_CORE=0 skips the cell core's
-# benchmarks.
+# 5000 runs the large variants), BENCH_FILTER the test cases (a regexp on
+# their names, default all; an alternation such as "Gangs8x1|Preemption"
+# works), BENCH_COUNT the runs of each case (default 1; the table shows the
+# median run), BENCH_TIMEOUT the go test timeout, BENCH_PROFILE=1 writes a
+# CPU profile of the whole process (API server and scheduler in one) next to
+# the log, BENCH_CORE=0 skips the cell core's benchmarks.
 #
 # It needs an etcd binary on PATH: _output/local/bin/etcd, built here the way
 # hack/local-up.sh does when it is missing.
@@ -45,7 +45,7 @@ if [[ ${BENCH_PROFILE:-0} == 1 ]]; then
 fi
 echo "benchmarks: nodes=$NODES filter=$FILTER count=$COUNT; log $log, data $data"
 set +e
-(cd test/perf && "${NICE[@]}" "$OUT/perf.test" -test.run='^$' -test.bench="BenchmarkPerfScheduling/$FILTER" \
+(cd test/perf && "${NICE[@]}" "$OUT/perf.test" -test.run='^$' -test.bench="BenchmarkPerfScheduling/($FILTER)" \
   -test.benchtime=1ns -test.count="$COUNT" -test.timeout="$TIMEOUT" "${profile[@]}" \
   -perf-scheduling-label-filter="performance,${NODES}Nodes" -data-items-dir="$data") >"$log" 2>&1
 rc=$?
