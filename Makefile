@@ -55,7 +55,7 @@ generate:
 soak:
 	$(GO) test -count=1 -run TestModelRandomized -timeout 3h ./plugins/cellcore/ -args -model.ops=1000000
 
-## bench-core: the cell core's placement and build benchmarks
+## bench-core: the cell core's placement, preemption and build benchmarks
 bench-core:
 	@mkdir -p $(OUT)
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./plugins/cellcore/ | tee $(OUT)/bench-core.txt

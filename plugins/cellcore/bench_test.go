@@ -160,3 +160,51 @@ func BenchmarkBuildCluster(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPreemptAffinityGroup measures the preemption search: every rack
+// of one VC is full of priority-1 gangs of 4 x 8 GPUs (two a rack), and a
+// priority-100 gang of 4 x 8 GPUs must preempt one (AG e1); deleting it
+// cancels the preemption (x2) so the cluster stays full. floor=on is the
+// search as it runs, floor=off the full scan it replaced, side by side.
+func BenchmarkPreemptAffinityGroup(b *testing.B) {
+	verify := verifyPreemptFloor
+	verifyPreemptFloor = false // TestMain's cross-check would run the full scan too
+	defer func() { verifyPreemptFloor, preemptFloorOff = verify, false }()
+	for _, nodes := range []int{1000, 10000} {
+		k := newHealthyCore(b, benchConfig(nodes))
+		if _, err := k.SetVirtualCluster(vcSpec("vc", "V100-RACK", nodes/8)); err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < nodes/4; i++ {
+			d, err := k.Schedule(ag(fmt.Sprintf("low-%d", i), "vc", 1, 4, 8))
+			if err != nil || d.Kind != Placed {
+				b.Fatalf("filling: %v %v", err, d.Reason)
+			}
+			bindAll(b, k, d)
+		}
+		for _, off := range []bool{false, true} {
+			name := map[bool]string{false: "on", true: "off"}[off]
+			b.Run(fmt.Sprintf("nodes=%d/floor=%s", nodes, name), func(b *testing.B) {
+				preemptFloorOff = off
+				lat := make([]time.Duration, 0, b.N)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					t0 := time.Now()
+					d, err := k.Schedule(ag("high", "vc", 100, 4, 8))
+					lat = append(lat, time.Since(t0))
+					if err != nil || d.Kind != Preempt || len(d.Victims) != 1 {
+						b.Fatalf("want a preemption of one gang: %v %+v", err, d)
+					}
+					if _, err := k.DeleteAffinityGroup("high"); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+			})
+		}
+	}
+}

@@ -542,4 +542,7 @@ func TestModelRandomized(t *testing.T) {
 			t.Logf("%d operations: %v", per, m.stats)
 		})
 	}
+	t.Cleanup(func() {
+		t.Logf("preemption searches stopped at their floor (each checked against the full scan): %d", preemptFloorHits.Load())
+	})
 }

@@ -1,6 +1,9 @@
 package cellcore
 
-import "sort"
+import (
+	"sort"
+	"sync/atomic"
+)
 
 // search finds a placement for one affinity group. It is reused across calls
 // so that the hot path allocates nothing per node or per cell: leaves taken in
@@ -429,16 +432,47 @@ func (s *search) consider(b *bestPlan, bind *Cell) {
 }
 
 // eachLevelCell visits the level-l cells at or below x that could hold need
-// leaves if every lower priority were preempted.
-func eachLevelCell(x *Cell, l int, need int32, fn func(*Cell)) {
+// leaves if every lower priority were preempted, until fn returns false; it
+// reports whether the visit ran to the end.
+func eachLevelCell(x *Cell, l int, need int32, fn func(*Cell) bool) bool {
 	if x.leafCount-x.unschedLeaves < need {
-		return
+		return true
 	}
 	if int(x.level) == l {
-		fn(x)
-		return
+		return fn(x)
 	}
 	for _, ch := range x.children {
-		eachLevelCell(ch, l, need, fn)
+		if !eachLevelCell(ch, l, need, fn) {
+			return false
+		}
 	}
+	return true
 }
+
+// samePlan: the same cost and the same leaves for every pod.
+func samePlan(a, b bestPlan) bool {
+	if a.found != b.found || a.cost != b.cost || a.bind != b.bind || len(a.result) != len(b.result) {
+		return false
+	}
+	for i := range a.result {
+		if len(a.result[i]) != len(b.result[i]) {
+			return false
+		}
+		for j := range a.result[i] {
+			if a.result[i][j] != b.result[i][j] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// verifyPreemptFloor makes every preemption search that stopped at its floor
+// run the full scan as well and record an internal error (CheckInvariants)
+// if the plans differ; tests set it. preemptFloorHits counts those stops.
+// preemptFloorOff turns the early stop off (the benchmark's baseline).
+var (
+	verifyPreemptFloor bool
+	preemptFloorOff    bool
+	preemptFloorHits   atomic.Int64
+)
