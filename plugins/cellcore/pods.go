@@ -97,6 +97,9 @@ func (k *Core) fillSlot(g *AffinityGroup, slot int) bool {
 // PodDeletion reports what deleting a pod did.
 type PodDeletion struct {
 	GroupDeleted bool
+	// FreedLeaves is how many of the deleted group's leaf cells are now Free
+	// (not Reserved for a preemptor): capacity that waiting groups may use.
+	FreedLeaves int32
 	// ReadyPreemptors are Preempting groups whose cells are now all
 	// Reserved: scheduling them again makes them Allocated (AG e2).
 	ReadyPreemptors []string
@@ -128,6 +131,7 @@ func (k *Core) DeletePod(group, podKey string) (PodDeletion, error) {
 	g.livePods--
 	k.podDeleted(g, slot)
 	if g.livePods == 0 {
+		all := len(cells)
 		for _, pod := range g.placement {
 			cells = append(cells, pod...)
 		}
@@ -135,9 +139,21 @@ func (k *Core) DeletePod(group, podKey string) (PodDeletion, error) {
 			return res, err
 		}
 		res.GroupDeleted = true
+		res.FreedLeaves = countFree(cells[all:])
 	}
 	res.ReadyPreemptors = k.readyPreemptors(cells)
 	return res, nil
+}
+
+// countFree counts the leaves in state Free among cells.
+func countFree(cells []*Cell) int32 {
+	var n int32
+	for _, c := range cells {
+		if c.state == CellFree {
+			n++
+		}
+	}
+	return n
 }
 
 // DeleteAffinityGroup deletes a group whatever its pods: AG e8, e7, e3 or e4
@@ -159,6 +175,7 @@ func (k *Core) DeleteAffinityGroup(group string) (PodDeletion, error) {
 		return res, err
 	}
 	res.GroupDeleted = true
+	res.FreedLeaves = countFree(cells)
 	res.ReadyPreemptors = k.readyPreemptors(cells)
 	return res, nil
 }

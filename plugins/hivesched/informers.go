@@ -128,19 +128,25 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	if err != nil {
 		logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", group)
 	}
+	freed := res.FreedLeaves
 	if empty && !res.GroupDeleted {
 		// Nothing of the group is left in Kubernetes: Pending (e8) or
 		// Preempting (e7) groups, or allocations whose pods never bound.
-		if _, err := p.core.DeleteAffinityGroup(group); err != nil {
+		del, err := p.core.DeleteAffinityGroup(group)
+		if err != nil {
 			logger.Error(err, "deleting an affinity group", "group", group)
 		}
+		freed += del.FreedLeaves
 	}
 	if len(res.ReadyPreemptors) > 0 {
 		p.activate(logger, res.ReadyPreemptors)
 	}
-	if res.GroupDeleted || (empty && !res.GroupDeleted) {
-		// Cells were freed. The queue's own pod-deleted hint may have run
+	if freed > 0 {
+		// Cells went Free. The queue's own pod-deleted hint may have run
 		// before this handler released them, so requeue who may use them.
+		// A preempted victim's cells go Reserved for its preemptor instead
+		// (activated above): nobody else can use them, and requeueing every
+		// waiting pod for each victim would be wasted work.
 		if rec, _ := parsePod(pod, p.resource); rec != nil { // gone from the index: parse afresh
 			p.activateWaiting(logger, rec.group.VirtualCluster)
 		}
