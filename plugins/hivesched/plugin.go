@@ -9,8 +9,9 @@
 //	PreFilter   core.Schedule: AG e0 (placed), e1 (preempt) or wait; e2 for a
 //	            Preempting group whose victims are gone; narrows to one node
 //	Filter      only the chosen node, and only while it is healthy
-//	PostFilter  deletes every pod of each victim group (whole gangs) and
-//	            nominates the node; victims' deletions drive cell e9, AG e4
+//	PostFilter  deletes every pod of each victim group (whole gangs, in the
+//	            background, retried) and nominates the node; victims'
+//	            deletions drive cell e9, AG e4
 //	Reserve     records the member; Unreserve rolls a never-bound gang back (x1)
 //	Permit      waits until all members are reserved, then allows them together
 //	Bind        binds the pod with its placement annotations in one write
@@ -56,6 +57,7 @@ type HiveSched struct {
 	vcClient      versioned.Interface
 	groups        *groupIndex
 	vcs           *vcRegistry
+	evictor       *evictor
 
 	bindOrder sync.Once // decides ownBind on first use
 	ownBind   bool      // HiveSched's Bind runs first: it writes the placement
@@ -109,6 +111,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		groups:        newGroupIndex(),
 		vcs:           newVCRegistry(),
 	}
+	p.evictor = newEvictor(ctx, p.deletePod)
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
 	}
@@ -268,6 +271,11 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		if len(d.Victims) > 0 {
 			msg = fmt.Sprintf("%s (victims: %v)", msg, d.Victims)
 		}
+		if d.State == cellcore.AGPreempting && len(d.Victims) > 0 {
+			// Still waiting for victims: make sure every victim pod is on its
+			// way out (a deletion that failed is asked for again).
+			p.evictVictims(klog.FromContext(ctx), pod, name, d.Victims)
+		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 }
@@ -316,32 +324,16 @@ func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 }
 
 // PostFilter carries out a preemption decided in PreFilter (AG e1): every pod
-// of every victim group is deleted (whole gangs, never part of one), and the
-// pod is nominated to its reserved node. It schedules once the victims are
+// of every victim group is deleted (whole gangs, never part of one; the
+// deletions run in the background, see evictor), and the pod is nominated to
+// its reserved node. It schedules once the victims are
 // gone (cell e9, AG e4, then AG e2 on its next PreFilter).
 func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	s := readState(state)
 	if s == nil || s.preempt == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	logger := klog.FromContext(ctx)
-	for _, victim := range s.preempt.Victims {
-		pods := p.groups.pods(victim)
-		if len(pods) == 0 {
-			// No pod left to delete: the group is gone as far as Kubernetes knows.
-			if _, err := p.core.DeleteAffinityGroup(victim); err != nil {
-				logger.Error(err, "deleting a victim group without pods", "group", victim)
-			}
-			continue
-		}
-		for _, vp := range pods {
-			logger.Info("preempting", "victim", klog.KObj(vp), "group", victim, "preemptor", klog.KObj(pod), "preemptorGroup", s.group)
-			p.event(vp, v1.EventTypeNormal, "Preempted", fmt.Sprintf("preempted by affinity group %s (whole group %s is deleted)", s.group, victim))
-			if err := p.deletePod(ctx, vp); err != nil {
-				return nil, fwk.AsStatus(fmt.Errorf("deleting victim pod %s/%s: %w", vp.Namespace, vp.Name, err))
-			}
-		}
-	}
+	p.evictVictims(klog.FromContext(ctx), pod, s.group, s.preempt.Victims)
 	node := ""
 	for _, pp := range s.preempt.Pods {
 		if pp.LeafCellNumber == s.leaves && pp.Node != "" {
@@ -354,6 +346,30 @@ func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v
 	}
 	return &framework.PostFilterResult{NominatingInfo: &framework.NominatingInfo{NominatedNodeName: node, NominatingMode: framework.ModeOverride}},
 		fwk.NewStatus(fwk.Success)
+}
+
+// evictVictims deletes every pod of every victim group (whole gangs), in the
+// background; a victim group without pods is deleted from the core at once.
+// Called by PostFilter when a preemption is decided, and again by PreFilter
+// while the preemptor waits, so that a deletion that failed is retried.
+func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group string, victims []string) {
+	var pods []*v1.Pod
+	for _, victim := range victims {
+		vps := p.groups.pods(victim)
+		if len(vps) == 0 {
+			// No pod left to delete: the group is gone as far as Kubernetes knows.
+			if _, err := p.core.DeleteAffinityGroup(victim); err != nil {
+				logger.Error(err, "deleting a victim group without pods", "group", victim)
+			}
+			continue
+		}
+		pods = append(pods, vps...)
+	}
+	for _, vp := range p.evictor.evict(logger, pods) {
+		victim := p.groups.groupOf(vp)
+		logger.Info("preempting", "victim", klog.KObj(vp), "group", victim, "preemptor", klog.KObj(preemptor), "preemptorGroup", group)
+		p.event(vp, v1.EventTypeNormal, "Preempted", fmt.Sprintf("preempted by affinity group %s (whole group %s is deleted)", group, victim))
+	}
 }
 
 // --- Reserve, Permit, Bind ---
