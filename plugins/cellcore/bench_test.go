@@ -109,13 +109,18 @@ func BenchmarkScheduleAffinityGroup(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+				reportLatency(b, lat)
 				b.ReportMetric(float64(placed)/float64(b.N), "placed/op")
 			})
 		}
 	}
+}
+
+// reportLatency reports the median and 99th percentile of the timed calls.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
 }
 
 // BenchmarkBuildCluster builds the cell model and marks every node healthy,
@@ -201,9 +206,7 @@ func BenchmarkPreemptAffinityGroup(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-				b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
-				b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+				reportLatency(b, lat)
 			})
 		}
 	}
