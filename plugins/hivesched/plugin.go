@@ -357,10 +357,13 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 	for _, victim := range victims {
 		vps := p.groups.pods(victim)
 		if len(vps) == 0 {
-			// No pod left to delete: the group is gone as far as Kubernetes knows.
-			if _, err := p.core.DeleteAffinityGroup(victim); err != nil {
+			// No pod left to delete: the group is gone as far as Kubernetes
+			// knows. No deletion event will requeue the preemptors it frees.
+			res, err := p.core.DeleteAffinityGroup(victim)
+			if err != nil {
 				logger.Error(err, "deleting a victim group without pods", "group", victim)
 			}
+			p.activate(logger, res.ReadyPreemptors)
 			continue
 		}
 		pods = append(pods, vps...)
