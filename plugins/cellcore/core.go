@@ -417,8 +417,8 @@ func (k *Core) placeGuaranteed(g *AffinityGroup) (bestPlan, bool) {
 					if p.unbound(m) == 0 {
 						continue
 					}
-					cand := k.peekFreeCell(ch, m)
-					if cand != nil && freeAt(cand, l) >= need && k.canBind(p, cand) && s.descend(cand, l, need) {
+					cand := k.bindableFreeCell(p, m)
+					if cand != nil && freeAt(cand, l) >= need && s.descend(cand, l, need) {
 						return bestPlan{found: true, result: s.copyResult(), bind: cand}, true
 					}
 				}
@@ -499,8 +499,8 @@ func (k *Core) scanPreempt(p *pool, ch *chain, l int, need int32, floor preemptC
 		if p.unbound(m) == 0 {
 			continue
 		}
-		cand := k.peekFreeCell(ch, m)
-		if cand == nil || !k.canBind(p, cand) {
+		cand := k.bindableFreeCell(p, m)
+		if cand == nil {
 			continue
 		}
 		eachLevelCell(cand, l, need, try(cand))
@@ -606,9 +606,9 @@ func (s *search) span(p *pool) bool {
 				// cells it binds; else the best free cell of the level.
 				cand := k.nearFreeCell(s.anchor(), m)
 				if cand == nil || !k.canBind(p, cand) {
-					cand = k.peekFreeCell(ch, m)
+					cand = k.bindableFreeCell(p, m)
 				}
-				if cand == nil || !k.canBind(p, cand) {
+				if cand == nil {
 					continue
 				}
 				if err := k.bindRoot(cand, p, false); err != nil {
@@ -697,30 +697,38 @@ func (k *Core) nearFreeCell(anchor *Cell, m int) *Cell {
 	return nil
 }
 
-// peekFreeCell chooses the free physical cell to bind at level m: a clean one
-// (healthy, no opportunistic leaves) of that level, else one split out of a
-// clean larger free cell, else the level's cell with the fewest
-// opportunistic leaves (which a guaranteed group may preempt), else one split
-// out of whatever larger cell is free.
-func (k *Core) peekFreeCell(ch *chain, m int) *Cell {
-	first := func(l int, maxKey int32) *Cell {
-		fl := ch.freeList[l]
-		if key := fl.next(0); key >= 0 && key <= maxKey {
-			return fl.buckets[key][0]
+// bindableFreeCell chooses the free physical cell that pool p binds at level
+// m: a clean one (healthy, no opportunistic leaves) of that level, else one
+// split out of a clean larger free cell, else the level's cell with the
+// fewest opportunistic leaves (which a guaranteed group may preempt), else
+// one split out of whatever larger cell is free. A split that would break
+// the safety invariant is skipped for the next choice: whether a split is
+// safe depends only on the two levels (canBind), so one check per level of
+// the free cell decides for all its cells. (Skipping only the first choice
+// would leave a VC waiting while a bindable cell with opportunistic leaves
+// sits next to it: the lazy-preemption report of issue 9.)
+func (k *Core) bindableFreeCell(p *pool, m int) *Cell {
+	ch := p.chain
+	pick := func(h int, maxKey int32) *Cell {
+		fl := ch.freeList[h]
+		key := fl.next(0)
+		if key < 0 || key > maxKey {
+			return nil
 		}
-		return nil
-	}
-	if c := first(m, 0); c != nil {
+		c := descendTo(fl.buckets[key][0], m)
+		if h > m && !k.canBind(p, c) {
+			return nil
+		}
 		return c
 	}
-	for h := m + 1; h <= ch.top; h++ {
-		if c := first(h, 0); c != nil {
-			return descendTo(c, m)
+	for h := m; h <= ch.top; h++ {
+		if c := pick(h, 0); c != nil {
+			return c
 		}
 	}
 	for h := m; h <= ch.top; h++ {
-		if c := first(h, 1<<30); c != nil {
-			return descendTo(c, m)
+		if c := pick(h, 1<<30); c != nil {
+			return c
 		}
 	}
 	return nil
