@@ -74,3 +74,59 @@ func TestLazyPreemptionKeepsTheGuarantee(t *testing.T) {
 		mustCheck(t, k)
 	})
 }
+
+// TestRecoveryKeepsALazyDowngrade: a group whose record says it had been
+// lazily preempted comes back opportunistic, so its former VC cells stay
+// free for the group that preempted it; the VC status counts it.
+func TestRecoveryKeepsALazyDowngrade(t *testing.T) {
+	k := issue9Core(t)
+	vcPlace(t, k, lazyAG("l0", "vc-b", 0, 1, 8))
+	vcPlace(t, k, lazyAG("l1", "vc-b", 0, 1, 8))
+	vcPlace(t, k, ag("h0", "vc-b", 5, 1, 8))
+	d, err := k.Schedule(ag("h1", "vc-b", 5, 1, 8))
+	require.NoError(t, err)
+	require.Equal(t, Preempt, d.Kind, d.Reason)
+	st, _ := k.VirtualClusterStatus("vc-b")
+	require.Equal(t, 2, st.OpportunisticGroups)
+	require.Equal(t, 2, st.DowngradedGroups)
+	require.Equal(t, int32(16), st.OpportunisticLeafCells)
+
+	// The scheduler restarts before the victim is gone: every running group
+	// is recovered from what its pods record (h1 was Preempting: volatile).
+	snap := k.Snapshot()
+	recoverAll := func(useRecord bool) *Core {
+		k2 := issue9Core(t)
+		for _, gs := range snap.AffinityGroups {
+			if gs.Name == "h1" {
+				continue
+			}
+			var pods []RecoveredPod
+			for _, p := range gs.Pods {
+				pods = append(pods, RecoveredPod{PodKey: p.PodKey, Node: p.Node, LeafCellIndices: p.LeafCellIndices, Downgraded: useRecord && gs.Downgraded})
+			}
+			spec := lazyAG(gs.Name, "vc-b", 0, 1, 8)
+			if gs.Name == "h0" {
+				spec = ag("h0", "vc-b", 5, 1, 8)
+			}
+			_, err := k2.RecoverAffinityGroup(spec, pods)
+			require.NoError(t, err)
+			mustCheck(t, k2)
+		}
+		return k2
+	}
+	// Without the record, l0 comes back guaranteed and takes the cell h1 was
+	// promised (the restart half of the report).
+	k2 := recoverAll(false)
+	st2, _ := k2.VirtualClusterStatus("vc-b")
+	require.Equal(t, 1, st2.OpportunisticGroups)
+	k2 = recoverAll(true)
+	st2, _ = k2.VirtualClusterStatus("vc-b")
+	require.Equal(t, 2, st2.OpportunisticGroups)
+	require.Equal(t, 2, st2.DowngradedGroups)
+	require.Equal(t, int32(1), st2.Cells[0].Bound, "only h0 holds a cell of vc-b")
+	d, err = k2.Schedule(ag("h1", "vc-b", 5, 1, 8))
+	require.NoError(t, err)
+	require.Equal(t, Preempt, d.Kind, d.Reason)
+	require.Empty(t, d.Downgraded)
+	mustCheck(t, k2)
+}

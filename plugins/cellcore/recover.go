@@ -10,6 +10,10 @@ type RecoveredPod struct {
 	PodKey          string
 	Node            string
 	LeafCellIndices []int32
+	// Downgraded: the pod's record says its group had been lazily preempted
+	// (or displaced by a VC shrink) and ran as opportunistic. Recovery keeps
+	// it so: it never takes back the VC cells a preemptor was promised.
+	Downgraded bool
 }
 
 // RecoverResult says how a recovered group came back.
@@ -81,8 +85,14 @@ func (k *Core) RecoverAffinityGroup(spec AffinityGroupSpec, pods []RecoveredPod)
 	// Map the placement onto the VC's virtual cells.
 	var bound []*Cell
 	reason := ""
+	recordedDowngrade := false
+	for _, rp := range pods {
+		recordedDowngrade = recordedDowngrade || rp.Downgraded
+	}
 	switch {
 	case spec.Priority < 0:
+	case recordedDowngrade:
+		reason = "it had been lazily preempted before the restart"
 	case vc == nil:
 		reason = fmt.Sprintf("virtual cluster %q no longer exists", spec.VirtualCluster)
 	case spec.PinnedCellID != "":

@@ -31,6 +31,12 @@ type VirtualClusterStatus struct {
 	Cells          []CellLevelStatus
 	PinnedCells    []PinnedCellStatus
 	AffinityGroups map[AGState]int
+	// The VC's groups running as opportunistic (priority -1, or lazily
+	// preempted / displaced guaranteed groups) and the leaf cells they use,
+	// wherever those are: they are preemptible and outside the VC's cells.
+	OpportunisticGroups    int
+	OpportunisticLeafCells int32
+	DowngradedGroups       int
 }
 
 // VirtualClusterStatus returns one VC's status.
@@ -77,6 +83,21 @@ func (k *Core) vcStatus(v *vcState) VirtualClusterStatus {
 		for l := ch.top; l >= 1; l-- {
 			if byLevel[l].Total > 0 || byLevel[l].Bound > 0 {
 				st.Cells = append(st.Cells, byLevel[l])
+			}
+		}
+	}
+	for _, g := range k.groups {
+		if g.spec.VirtualCluster == v.name && g.opportunistic() && (g.state == AGAllocated || g.state == AGBeingPreempted) {
+			st.OpportunisticGroups++
+			if g.downgraded {
+				st.DowngradedGroups++
+			}
+			for _, pod := range g.placement {
+				for _, c := range pod {
+					if c.using == g {
+						st.OpportunisticLeafCells++
+					}
+				}
 			}
 		}
 	}
