@@ -524,7 +524,7 @@ func TestVCIsolation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Wait, d.Kind)
 	require.Contains(t, d.Reason, `virtual cluster "vc1"`)
-	require.Contains(t, d.Reason, "V100-RACK.V100-NODE: 1 of 1 cells bound")
+	require.Contains(t, d.Reason, "of its 8 V100 (1 V100-NODE), 8 are used by groups of priority 0 or higher (one and two) and none is free")
 	// Higher priority preempts inside vc1, not in vc2's idle cells.
 	d, err = k.Schedule(ag("urgent", "vc1", 10, 1, 2))
 	require.NoError(t, err)
@@ -613,7 +613,7 @@ func TestVCPinnedCells(t *testing.T) {
 	d, err = k.Schedule(pinned("pin-g3", 0, 1, 1))
 	require.NoError(t, err)
 	require.Equal(t, Wait, d.Kind, "the pinned cell is full; a's other node is not used")
-	require.Contains(t, d.Reason, "pinned cell pin1 has 0 free of 8 leaf cells")
+	require.Contains(t, d.Reason, "of its 8 V100 (pinned cell pin1), 8 are used by groups of priority 0 or higher (pin-g1 and pin-g2) and none is free")
 	_, err = k.Schedule(pinned("pin-big", 0, 2, 8))
 	require.Error(t, err)
 
