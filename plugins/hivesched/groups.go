@@ -28,6 +28,10 @@ type groupMembers struct {
 	reserved    map[types.UID]bool
 	created     time.Time // the oldest member's creation
 	allocatedAt time.Time // when the core last placed the group
+	// downgraded: the core reported the group lazily preempted (or
+	// displaced by its VC) at some point; the core has the final word (a
+	// group rolled back is guaranteed again), this is the cheap pre-check.
+	downgraded bool
 }
 
 func newGroupIndex() *groupIndex {
@@ -224,4 +228,30 @@ func (x *groupIndex) readyCount(group string) (int, int) {
 		}
 	}
 	return ready, want
+}
+
+// markDowngraded notes that the core downgraded the group to opportunistic
+// and returns its pods, or nil when no pod of it is known.
+func (x *groupIndex) markDowngraded(group string) []*v1.Pod {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	g := x.groups[group]
+	if g == nil {
+		return nil
+	}
+	g.downgraded = true
+	out := make([]*v1.Pod, 0, len(g.pods))
+	for _, p := range g.pods {
+		out = append(out, p)
+	}
+	return out
+}
+
+// mayBeDowngraded: the core reported the group downgraded since its pods
+// were first seen (ask the core to be sure).
+func (x *groupIndex) mayBeDowngraded(group string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	g := x.groups[group]
+	return g != nil && g.downgraded
 }

@@ -114,9 +114,15 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	// A terminating pod still holds its devices until it is gone: its cells
 	// are released on deletion (or once it has finished), not before.
 	if !deleted && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
-		if group, complete := p.groups.track(pod, p.resource); complete {
+		group, complete := p.groups.track(pod, p.resource)
+		if complete {
 			// The gang's last member exists: its gated members may go.
 			go p.activate(logger, []string{group})
+		}
+		if group != "" && p.needsDowngradeRecord(pod, group) {
+			// Bound after its group's downgrade (or a patch was lost): the
+			// record writer checks with the core and records it.
+			p.records.add(pod)
 		}
 		return
 	}

@@ -10,6 +10,12 @@ import (
 // placementRecord is persisted on each bound pod (AnnotationPlacement): the
 // group's spec and this pod's cells. A restarted scheduler rebuilds every
 // Allocated group from its pods' records (the seed's ec).
+//
+// Downgraded says the group was lazily preempted (or its VC shrank or was
+// deleted) and runs as opportunistic: it is written at bind for a group
+// downgraded before, and patched onto running pods in the background when a
+// downgrade happens (recordWriter). Recovery keeps such a group opportunistic
+// instead of giving it back VC cells its preemptor was promised.
 type placementRecord struct {
 	Group                string                         `json:"group"`
 	VirtualCluster       string                         `json:"virtualCluster"`
@@ -21,13 +27,14 @@ type placementRecord struct {
 	Node                 string                         `json:"node"`
 	PodLeafCellType      string                         `json:"podLeafCellType,omitempty"`
 	LeafCellIndices      []int32                        `json:"leafCellIndices"`
+	Downgraded           bool                           `json:"downgraded,omitempty"`
 }
 
-func newPlacementRecord(g cellcore.AffinityGroupSpec, pp cellcore.PodPlacement) placementRecord {
+func newPlacementRecord(g cellcore.AffinityGroupSpec, pp cellcore.PodPlacement, downgraded bool) placementRecord {
 	return placementRecord{
 		Group: g.Name, VirtualCluster: g.VirtualCluster, Priority: g.Priority, LeafCellType: g.LeafCellType,
 		PinnedCellID: g.PinnedCellID, LazyPreemptionEnable: g.LazyPreemptionEnable, Members: g.Members,
-		Node: pp.Node, PodLeafCellType: pp.LeafCellType, LeafCellIndices: pp.LeafCellIndices,
+		Node: pp.Node, PodLeafCellType: pp.LeafCellType, LeafCellIndices: pp.LeafCellIndices, Downgraded: downgraded,
 	}
 }
 

@@ -58,6 +58,7 @@ type HiveSched struct {
 	groups        *groupIndex
 	vcs           *vcRegistry
 	evictor       *evictor
+	records       *recordWriter // placement records of downgraded groups
 
 	bindOrder sync.Once // decides ownBind on first use
 	ownBind   bool      // HiveSched's Bind runs first: it writes the placement
@@ -112,6 +113,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		vcs:           newVCRegistry(),
 	}
 	p.evictor = newEvictor(ctx, p.deletePod)
+	p.records = newRecordWriter(p.syncDowngradeRecord, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
 	}
@@ -119,6 +121,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		return nil, fmt.Errorf("%s: recovering allocations: %w", Name, err)
 	}
 	p.startInformers(ctx)
+	go p.records.run(ctx)
 	go p.runStatusWriter(ctx)
 	return p, nil
 }
@@ -257,7 +260,8 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	for _, g := range d.Downgraded {
-		klog.FromContext(ctx).Info("lazily preempted: affinity group now runs as opportunistic", "group", g, "preemptor", name)
+		// Events and the placement records, the latter in the background.
+		p.downgraded(klog.FromContext(ctx), g, lazyNote(g, name, req.group.Priority, req.group.VirtualCluster))
 	}
 	switch d.Kind {
 	case cellcore.Placed:
@@ -439,7 +443,7 @@ func (p *HiveSched) placementAnnotations(s *cycleState, pod *v1.Pod) (map[string
 		return nil, err
 	}
 	ann := map[string]string{
-		AnnotationPlacement:       newPlacementRecord(req.group, pp).encode(),
+		AnnotationPlacement:       newPlacementRecord(req.group, pp, p.groupDowngraded(s.group)).encode(),
 		AnnotationLeafCellIndices: indicesString(pp.LeafCellIndices),
 	}
 	if req.hived {

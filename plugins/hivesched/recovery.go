@@ -72,8 +72,10 @@ func (p *HiveSched) recover(ctx context.Context) error {
 	for _, n := range names {
 		ms := groups[n]
 		var rp []cellcore.RecoveredPod
+		recorded := false // some pod's record says the group had been downgraded
 		for _, m := range ms {
-			rp = append(rp, cellcore.RecoveredPod{PodKey: podKey(m.pod), Node: m.rec.Node, LeafCellIndices: m.rec.LeafCellIndices})
+			rp = append(rp, cellcore.RecoveredPod{PodKey: podKey(m.pod), Node: m.rec.Node, LeafCellIndices: m.rec.LeafCellIndices, Downgraded: m.rec.Downgraded})
+			recorded = recorded || m.rec.Downgraded
 			p.groups.track(m.pod, p.resource)
 		}
 		res, err := p.core.RecoverAffinityGroup(ms[0].rec.spec(), rp)
@@ -86,6 +88,14 @@ func (p *HiveSched) recover(ctx context.Context) error {
 		}
 		if res.Downgraded {
 			logger.Info(res.Reason, "group", n)
+			// Every pod's record is to say so (a restart may have come
+			// before all of them were written); the pods hear of it only if
+			// it is news.
+			note := ""
+			if !recorded {
+				note = "after a scheduler restart, " + res.Reason + "; it keeps running (priority -1), and any guaranteed group may preempt it"
+			}
+			p.downgraded(logger, n, note)
 		}
 		recovered++
 	}

@@ -99,6 +99,7 @@ func (p *HiveSched) applyVC(logger klog.Logger, vc *hv1.VirtualCluster) {
 	for _, g := range res.Downgraded {
 		logger.Info("virtual cluster shrank: affinity group runs on as opportunistic (lazy preemption)", "virtualCluster", vc.Name, "group", g)
 		p.event(vc, "Normal", "Downgraded", fmt.Sprintf("affinity group %s no longer fits the virtual cluster and runs on as opportunistic", g))
+		p.downgraded(logger, g, vcNote(g, vc.Name, "shrank below what its groups use"))
 	}
 	p.activateWaiting(logger, vc.Name) // its capacity changed
 }
@@ -156,6 +157,7 @@ func (p *HiveSched) onVC(logger klog.Logger, obj interface{}, deleted bool) {
 	}
 	for _, g := range res.Downgraded {
 		logger.Info("virtual cluster deleted: affinity group runs on as opportunistic", "virtualCluster", vc.Name, "group", g)
+		p.downgraded(logger, g, vcNote(g, vc.Name, "was deleted"))
 	}
 }
 
