@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 )
 
@@ -151,4 +152,19 @@ func TestPlacementRecordRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, back.Downgraded)
 	require.Equal(t, g, back.spec())
+}
+
+func TestCellsSummaryNamesPinnedCells(t *testing.T) {
+	spec := func(pinned ...string) hv1.VirtualClusterSpec {
+		s := hv1.VirtualClusterSpec{VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-NODE", CellNumber: 2}, {CellType: "T4-NODE", CellNumber: 0}}}
+		for _, id := range pinned {
+			s.PinnedCells = append(s.PinnedCells, hv1.PinnedCellSpec{PinnedCellID: id})
+		}
+		return s
+	}
+	require.Equal(t, "2xV100-NODE", cellsSummary(spec()))
+	require.Equal(t, "2xV100-NODE,pinned:r1-n3", cellsSummary(spec("r1-n3")))
+	require.Equal(t, "2xV100-NODE,pinned:a,b,c", cellsSummary(spec("a", "b", "c")))
+	require.Equal(t, "2xV100-NODE,pinned:a,b,+3", cellsSummary(spec("a", "b", "c", "d", "e")))
+	require.Equal(t, "pinned:a", cellsSummary(hv1.VirtualClusterSpec{PinnedCells: []hv1.PinnedCellSpec{{PinnedCellID: "a"}}}))
 }

@@ -227,14 +227,7 @@ func (p *HiveSched) vcStatus(vc *hv1.VirtualCluster, rejected string) hv1.Virtua
 	if state == "" {
 		state = hv1.VirtualClusterActive
 	}
-	var parts []string
-	for _, c := range vc.Spec.VirtualCells {
-		parts = append(parts, fmt.Sprintf("%dx%s", c.CellNumber, c.CellType))
-	}
-	if n := len(vc.Spec.PinnedCells); n > 0 {
-		parts = append(parts, fmt.Sprintf("%dxpinned", n))
-	}
-	st.CellsSummary = strings.Join(parts, ",")
+	st.CellsSummary = cellsSummary(vc.Spec)
 	if rejected != "" {
 		st.State = hv1.VirtualClusterRejected
 		apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: hv1.ConditionRejected, Status: metav1.ConditionTrue, Reason: "DoesNotFit", Message: rejected, ObservedGeneration: vc.Generation})
@@ -249,10 +242,15 @@ func (p *HiveSched) vcStatus(vc *hv1.VirtualCluster, rejected string) hv1.Virtua
 		return st
 	}
 	for _, c := range cs.Cells {
-		st.Cells = append(st.Cells, hv1.CellTypeStatus{CellType: c.Chain + "." + c.CellType, Level: int32(c.Level), TotalCells: c.Total,
+		name := c.CellType // a top-level type is its chain: V100-RACK, not V100-RACK.V100-RACK
+		if c.Chain != c.CellType {
+			name = c.Chain + "." + c.CellType
+		}
+		st.Cells = append(st.Cells, hv1.CellTypeStatus{CellType: name, Level: int32(c.Level), TotalCells: c.Total,
 			BoundCells: c.Bound, BadCells: c.Bad, UsedLeafCells: c.UsedLeafCells, FreeLeafCells: c.FreeLeafCells})
 		st.TotalLeafCells += c.LeafCells
 		st.UsedLeafCells += c.UsedLeafCells
+		st.FreeLeafCells += c.FreeLeafCells
 	}
 	for _, c := range cs.PinnedCells {
 		bad := int32(0)
@@ -263,11 +261,38 @@ func (p *HiveSched) vcStatus(vc *hv1.VirtualCluster, rejected string) hv1.Virtua
 			UsedLeafCells: c.UsedLeafCells, FreeLeafCells: c.FreeLeafCells})
 		st.TotalLeafCells += c.LeafCells
 		st.UsedLeafCells += c.UsedLeafCells
+		st.FreeLeafCells += c.FreeLeafCells
 	}
+	st.OpportunisticGroups = int32(cs.OpportunisticGroups)
+	st.DowngradedGroups = int32(cs.DowngradedGroups)
+	st.OpportunisticLeafCells = cs.OpportunisticLeafCells
 	sort.Slice(st.Cells, func(i, j int) bool { return st.Cells[i].CellType < st.Cells[j].CellType })
 	st.AffinityGroups = hv1.AffinityGroupCounts{
 		Pending: int32(cs.AffinityGroups[cellcore.AGPending]), Preempting: int32(cs.AffinityGroups[cellcore.AGPreempting]),
 		Allocated: int32(cs.AffinityGroups[cellcore.AGAllocated]), BeingPreempted: int32(cs.AffinityGroups[cellcore.AGBeingPreempted]),
 	}
 	return st
+}
+
+// cellsSummary is the CELLS column: "2xV100-NODE,pinned:rack1-node3". A long
+// list of pinned cells is cut after the first two ("pinned:a,b,+3").
+func cellsSummary(spec hv1.VirtualClusterSpec) string {
+	var parts []string
+	for _, c := range spec.VirtualCells {
+		if c.CellNumber > 0 {
+			parts = append(parts, fmt.Sprintf("%dx%s", c.CellNumber, c.CellType))
+		}
+	}
+	if n := len(spec.PinnedCells); n > 0 {
+		var ids []string
+		for i, c := range spec.PinnedCells {
+			if i == 2 && n > 3 {
+				ids = append(ids, fmt.Sprintf("+%d", n-2))
+				break
+			}
+			ids = append(ids, c.PinnedCellID)
+		}
+		parts = append(parts, "pinned:"+strings.Join(ids, ","))
+	}
+	return strings.Join(parts, ",")
 }

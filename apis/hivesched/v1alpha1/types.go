@@ -62,8 +62,11 @@ const (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=vc,categories=hivesched
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Cells",type=string,JSONPath=`.status.cellsSummary`,description="Virtual cells of the VC, e.g. 4xV100-NODE"
-// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.usedLeafCells`,description="Leaf cells (e.g. GPUs) used"
+// +kubebuilder:printcolumn:name="Cells",type=string,JSONPath=`.status.cellsSummary`,description="Virtual cells of the VC, e.g. 4xV100-NODE,pinned:rack0-node0"
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totalLeafCells`,description="Leaf cells (e.g. GPUs) of the VC"
+// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.usedLeafCells`,description="Leaf cells used (or reserved) by the VC's guaranteed groups"
+// +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.status.freeLeafCells`,description="Leaf cells of the VC that are free and healthy"
+// +kubebuilder:printcolumn:name="Opp",type=integer,JSONPath=`.status.opportunisticLeafCells`,description="Leaf cells used by the VC's opportunistic groups (priority -1 or lazily preempted), outside its guarantee"
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.affinityGroups.pending`,description="Pending affinity groups"
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -159,7 +162,8 @@ type VirtualClusterStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// CellsSummary is a short human-readable summary of the virtual cells,
-	// e.g. "4xV100-NODE,1xpinned"; shown in the CELLS printer column.
+	// e.g. "4xV100-NODE,pinned:rack0-node0" (after two pinned cells the
+	// others are counted: "pinned:a,b,+3"); shown in the CELLS printer column.
 	// +optional
 	CellsSummary string `json:"cellsSummary,omitempty"`
 
@@ -177,9 +181,36 @@ type VirtualClusterStatus struct {
 	// +optional
 	TotalLeafCells int32 `json:"totalLeafCells"`
 
-	// UsedLeafCells is the number of leaf cells allocated to affinity groups.
+	// UsedLeafCells is the number of the VC's leaf cells allocated to (or
+	// reserved for) its guaranteed affinity groups.
 	// +optional
 	UsedLeafCells int32 `json:"usedLeafCells"`
+
+	// FreeLeafCells is the number of the VC's leaf cells that are free and
+	// healthy: in its bound cells, and every leaf cell of its virtual cells
+	// not bound yet. TotalLeafCells - UsedLeafCells - FreeLeafCells are on
+	// unhealthy hardware or lent to opportunistic groups.
+	// +optional
+	FreeLeafCells int32 `json:"freeLeafCells"`
+
+	// OpportunisticGroups is the number of the VC's running affinity groups
+	// that are opportunistic: priority -1, or guaranteed groups downgraded
+	// (see DowngradedGroups). They use idle cells anywhere in the cluster,
+	// outside the VC's guarantee, and any guaranteed group may preempt them.
+	// +optional
+	OpportunisticGroups int32 `json:"opportunisticGroups"`
+
+	// DowngradedGroups is how many of the OpportunisticGroups were
+	// guaranteed and were downgraded: lazily preempted by a higher-priority
+	// group of the VC (lazyPreemptionEnable), or displaced when the VC
+	// shrank. Their pods carry a LazilyPreempted event.
+	// +optional
+	DowngradedGroups int32 `json:"downgradedGroups"`
+
+	// OpportunisticLeafCells is the number of leaf cells the
+	// OpportunisticGroups use, wherever they run.
+	// +optional
+	OpportunisticLeafCells int32 `json:"opportunisticLeafCells"`
 }
 
 // CellTypeStatus reports the virtual cells of one cell type.

@@ -43,12 +43,16 @@ func TestVirtualClusterDecode(t *testing.T) {
   },
   "status": {
     "state": "Active",
-    "cellsSummary": "2xV100-NODE,1xpinned",
+    "cellsSummary": "2xV100-NODE,pinned:rack0-node0",
     "cells": [{"cellType": "V100-NODE", "level": 2, "totalCells": 2, "boundCells": 1,
                "badCells": 0, "usedLeafCells": 3, "freeLeafCells": 5}],
     "affinityGroups": {"pending": 1, "preempting": 0, "allocated": 2, "beingPreempted": 0},
     "totalLeafCells": 12,
-    "usedLeafCells": 3
+    "usedLeafCells": 3,
+    "freeLeafCells": 5,
+    "opportunisticGroups": 2,
+    "downgradedGroups": 1,
+    "opportunisticLeafCells": 16
   }
 }`)
 	obj, gvk, err := serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer().Decode(data, nil, nil)
@@ -65,6 +69,10 @@ func TestVirtualClusterDecode(t *testing.T) {
 	}, vc.Spec)
 	assert.Equal(t, int32(1), vc.Status.AffinityGroups.Pending)
 	assert.Equal(t, int32(5), vc.Status.Cells[0].FreeLeafCells)
+	assert.Equal(t, int32(5), vc.Status.FreeLeafCells)
+	assert.Equal(t, int32(2), vc.Status.OpportunisticGroups)
+	assert.Equal(t, int32(1), vc.Status.DowngradedGroups)
+	assert.Equal(t, int32(16), vc.Status.OpportunisticLeafCells)
 
 	// DeepCopy is independent of the original.
 	cp := vc.DeepCopy()
@@ -77,5 +85,6 @@ func TestVirtualClusterStatusZeroCountsAreSerialized(t *testing.T) {
 	b, err := json.Marshal(VirtualClusterStatus{Conditions: []metav1.Condition{}})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"affinityGroups":{"pending":0,"preempting":0,"allocated":0,"beingPreempted":0},
-		"totalLeafCells":0,"usedLeafCells":0}`, string(b))
+		"totalLeafCells":0,"usedLeafCells":0,"freeLeafCells":0,
+		"opportunisticGroups":0,"downgradedGroups":0,"opportunisticLeafCells":0}`, string(b))
 }

@@ -26,14 +26,18 @@ import (
 // VirtualClusterStatusApplyConfiguration represents a declarative configuration of the VirtualClusterStatus type for use
 // with apply.
 type VirtualClusterStatusApplyConfiguration struct {
-	State              *hiveschedv1alpha1.VirtualClusterState `json:"state,omitempty"`
-	ObservedGeneration *int64                                 `json:"observedGeneration,omitempty"`
-	Conditions         []v1.ConditionApplyConfiguration       `json:"conditions,omitempty"`
-	CellsSummary       *string                                `json:"cellsSummary,omitempty"`
-	Cells              []CellTypeStatusApplyConfiguration     `json:"cells,omitempty"`
-	AffinityGroups     *AffinityGroupCountsApplyConfiguration `json:"affinityGroups,omitempty"`
-	TotalLeafCells     *int32                                 `json:"totalLeafCells,omitempty"`
-	UsedLeafCells      *int32                                 `json:"usedLeafCells,omitempty"`
+	State                  *hiveschedv1alpha1.VirtualClusterState `json:"state,omitempty"`
+	ObservedGeneration     *int64                                 `json:"observedGeneration,omitempty"`
+	Conditions             []v1.ConditionApplyConfiguration       `json:"conditions,omitempty"`
+	CellsSummary           *string                                `json:"cellsSummary,omitempty"`
+	Cells                  []CellTypeStatusApplyConfiguration     `json:"cells,omitempty"`
+	AffinityGroups         *AffinityGroupCountsApplyConfiguration `json:"affinityGroups,omitempty"`
+	TotalLeafCells         *int32                                 `json:"totalLeafCells,omitempty"`
+	UsedLeafCells          *int32                                 `json:"usedLeafCells,omitempty"`
+	FreeLeafCells          *int32                                 `json:"freeLeafCells,omitempty"`
+	OpportunisticGroups    *int32                                 `json:"opportunisticGroups,omitempty"`
+	DowngradedGroups       *int32                                 `json:"downgradedGroups,omitempty"`
+	OpportunisticLeafCells *int32                                 `json:"opportunisticLeafCells,omitempty"`
 }
 
 // VirtualClusterStatusApplyConfiguration constructs a declarative configuration of the VirtualClusterStatus type for use with
@@ -113,5 +117,37 @@ func (b *VirtualClusterStatusApplyConfiguration) WithTotalLeafCells(value int32)
 // If called multiple times, the UsedLeafCells field is set to the value of the last call.
 func (b *VirtualClusterStatusApplyConfiguration) WithUsedLeafCells(value int32) *VirtualClusterStatusApplyConfiguration {
 	b.UsedLeafCells = &value
+	return b
+}
+
+// WithFreeLeafCells sets the FreeLeafCells field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the FreeLeafCells field is set to the value of the last call.
+func (b *VirtualClusterStatusApplyConfiguration) WithFreeLeafCells(value int32) *VirtualClusterStatusApplyConfiguration {
+	b.FreeLeafCells = &value
+	return b
+}
+
+// WithOpportunisticGroups sets the OpportunisticGroups field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OpportunisticGroups field is set to the value of the last call.
+func (b *VirtualClusterStatusApplyConfiguration) WithOpportunisticGroups(value int32) *VirtualClusterStatusApplyConfiguration {
+	b.OpportunisticGroups = &value
+	return b
+}
+
+// WithDowngradedGroups sets the DowngradedGroups field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DowngradedGroups field is set to the value of the last call.
+func (b *VirtualClusterStatusApplyConfiguration) WithDowngradedGroups(value int32) *VirtualClusterStatusApplyConfiguration {
+	b.DowngradedGroups = &value
+	return b
+}
+
+// WithOpportunisticLeafCells sets the OpportunisticLeafCells field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OpportunisticLeafCells field is set to the value of the last call.
+func (b *VirtualClusterStatusApplyConfiguration) WithOpportunisticLeafCells(value int32) *VirtualClusterStatusApplyConfiguration {
+	b.OpportunisticLeafCells = &value
 	return b
 }
