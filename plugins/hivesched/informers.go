@@ -93,6 +93,7 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 		return
 	}
 	logger.V(2).Info("node health", "node", n.Name, "from", old, "to", h)
+	p.statusChanged()
 	if h == cellcore.NodeHealthy {
 		// Capacity came back. The queue's own node-update hint may have run
 		// before this handler, so requeue the waiting pods here.
@@ -134,6 +135,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	if err != nil {
 		logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", group)
 	}
+	p.statusChanged()
 	freed := res.FreedLeaves
 	if empty && !res.GroupDeleted {
 		// Nothing of the group is left in Kubernetes: Pending (e8) or

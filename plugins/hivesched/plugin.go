@@ -59,6 +59,7 @@ type HiveSched struct {
 	vcs           *vcRegistry
 	evictor       *evictor
 	records       *recordWriter // placement records of downgraded groups
+	statusKick    chan struct{} // a VC status may have changed
 
 	bindOrder sync.Once // decides ownBind on first use
 	ownBind   bool      // HiveSched's Bind runs first: it writes the placement
@@ -111,6 +112,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		vcClient:      vcClient,
 		groups:        newGroupIndex(),
 		vcs:           newVCRegistry(),
+		statusKick:    make(chan struct{}, 1),
 	}
 	p.evictor = newEvictor(ctx, p.deletePod)
 	p.records = newRecordWriter(p.syncDowngradeRecord, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)
@@ -244,6 +246,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		if err := p.core.RollbackAffinityGroup(name); err == nil {
 			klog.FromContext(ctx).V(2).Info("rolled back a group whose pods never bound", "group", name)
 			agState = cellcore.AGPending
+			p.statusChanged()
 		}
 	}
 	if hasGroup && (agState == cellcore.AGAllocated || agState == cellcore.AGBeingPreempted) {
@@ -259,6 +262,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
 	}
+	p.statusChanged()
 	for _, g := range d.Downgraded {
 		// Events and the placement records, the latter in the background.
 		p.downgraded(klog.FromContext(ctx), g, lazyNote(g, name, req.group.Priority, req.group.VirtualCluster))
@@ -367,6 +371,7 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 			if err != nil {
 				logger.Error(err, "deleting a victim group without pods", "group", victim)
 			}
+			p.statusChanged()
 			p.activate(logger, res.ReadyPreemptors)
 			continue
 		}
@@ -403,6 +408,7 @@ func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	if err := p.core.RollbackAffinityGroup(s.group); err == nil {
 		klog.FromContext(ctx).V(2).Info("rolled back affinity group", "group", s.group, "pod", klog.KObj(pod))
+		p.statusChanged()
 	}
 	p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
 		if p.groups.groupOf(wp.GetPod()) == s.group {
