@@ -22,6 +22,7 @@ package hivesched
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -217,9 +218,19 @@ type cycleState struct {
 	node    string // the pod's node when placed
 	preempt *cellcore.Decision
 	leaves  int32
+	// rejected: PreFilter refused the pod (bad request, or the group
+	// waits); its message is the whole story, see PostFilter.
+	rejected bool
 }
 
 func (s *cycleState) Clone() fwk.StateData { return s }
+
+// reject records in the cycle state that PreFilter refused the pod with
+// msg (PostFilter then adds nothing to it) and returns the status.
+func reject(state fwk.CycleState, code fwk.Code, msg string) (*framework.PreFilterResult, *fwk.Status) {
+	state.Write(stateKey, &cycleState{rejected: true})
+	return nil, fwk.NewStatus(code, msg)
+}
 
 // PreFilter asks the core for the group's placement. The first member's call
 // decides for the whole group (AG e0 or e1); the others find their slot.
@@ -227,7 +238,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	req, err := p.request(pod)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	if req == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -237,7 +248,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	if !hasGroup || agState == cellcore.AGPending {
 		if reason := p.vcs.admits(req.group.VirtualCluster, pod.Namespace); reason != "" {
 			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
-			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+			return reject(state, fwk.UnschedulableAndUnresolvable, reason)
 		}
 	}
 	// A group allocated long ago whose pods never bound (another plugin keeps
@@ -253,14 +264,14 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		// Decided when the first member came: this member finds its slot.
 		if err := p.core.CheckMember(req.group); err != nil {
 			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+			return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 		}
 		return p.assign(state, pod, req)
 	}
 	d, err := p.core.Schedule(req.group)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	p.statusChanged()
 	for _, g := range d.Downgraded {
@@ -273,19 +284,29 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		return p.assign(state, pod, req)
 	case cellcore.Preempt:
 		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.leafCellNumber})
-		return nil, fwk.NewStatus(fwk.Unschedulable, d.Reason)
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("affinity group %s (priority %d) preempts %s in virtual cluster %q and binds once their pods are deleted",
+			name, req.group.Priority, joinNames(d.Victims), req.group.VirtualCluster))
 	default:
 		msg := d.Reason
-		if len(d.Victims) > 0 {
-			msg = fmt.Sprintf("%s (victims: %v)", msg, d.Victims)
-		}
 		if d.State == cellcore.AGPreempting && len(d.Victims) > 0 {
+			msg = fmt.Sprintf("affinity group %s preempts %s and binds once their pods are deleted", name, joinNames(d.Victims))
 			// Still waiting for victims: make sure every victim pod is on its
 			// way out (a deletion that failed is asked for again).
 			p.evictVictims(klog.FromContext(ctx), pod, name, d.Victims)
 		}
-		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+		return reject(state, fwk.Unschedulable, msg)
 	}
+}
+
+// joinNames lists names as "a", "a and b", "a, b and c".
+func joinNames(names []string) string {
+	switch len(names) {
+	case 0:
+		return "no group"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // assign gives the pod its slot in its placed group and narrows the
@@ -294,7 +315,7 @@ func (p *HiveSched) assign(state fwk.CycleState, pod *v1.Pod, req *podRequest) (
 	pp, err := p.core.AssignPod(req.group.Name, podKey(pod), req.leafCellNumber)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	state.Write(stateKey, &cycleState{group: req.group.Name, node: pp.Node, leaves: req.leafCellNumber})
 	return &framework.PreFilterResult{NodeNames: sets.New(pp.Node)}, nil
@@ -321,6 +342,9 @@ func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if s == nil {
 		return nil
 	}
+	if s.rejected { // PreFilter refused the pod: no node is for it
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "refused by "+Name+" in PreFilter")
+	}
 	node := nodeInfo.Node()
 	if node == nil || node.Name != s.node {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "affinity group "+s.group+" places this pod on node "+s.node)
@@ -336,8 +360,22 @@ func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // deletions run in the background, see evictor), and the pod is nominated to
 // its reserved node. It schedules once the victims are
 // gone (cell e9, AG e4, then AG e2 on its next PreFilter).
+//
+// A pod that PreFilter refused (a bad request, or a group that waits) gets
+// UnschedulableAndUnresolvable with no message: the core's decision is all
+// there is to say, no other plugin's PostFilter can change it. The framework
+// then runs no PostFilter plugin after HiveSched and reports only this empty
+// status, so the pod's FailedScheduling event is PreFilter's one sentence.
+// (With Unschedulable, the framework appends the words of every PostFilter
+// plugin that ran: DynamicResources, enabled by default and ordered before
+// HiveSched, says "no new claims to deallocate" for any pod without claims.)
+// Pods HiveSched did not refuse (a plain pod, or ours rejected by another
+// Filter plugin) are left to the other PostFilter plugins.
 func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	s := readState(state)
+	if s != nil && s.rejected {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
 	if s == nil || s.preempt == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
@@ -350,7 +388,7 @@ func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v
 		}
 	}
 	if node == "" {
-		return nil, fwk.NewStatus(fwk.Unschedulable, s.preempt.Reason)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable) // PreFilter said it
 	}
 	return &framework.PostFilterResult{NominatingInfo: &framework.NominatingInfo{NominatedNodeName: node, NominatingMode: framework.ModeOverride}},
 		fwk.NewStatus(fwk.Success)
