@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -152,13 +153,26 @@ func physicalCluster(prefix string, racks, nodesPerRack, t4 int) map[string]any 
 	}
 }
 
-// profileOption changes the plugins of the scheduler profile.
-type profileOption func(plugins map[string]any)
+// withPinned makes node n of rack r of a physicalCluster the pinned cell id.
+func withPinned(pc map[string]any, r, n int, id string) map[string]any {
+	rack := pc["physicalCells"].([]any)[r].(map[string]any)
+	rack["cellChildren"].([]any)[n].(map[string]any)["pinnedCellId"] = id
+	return pc
+}
+
+// profileOption changes the plugins of the scheduler profile or HiveSched's
+// args.
+type profileOption func(plugins, args map[string]any)
 
 // withDefaultBinderFirst leaves HiveSched out of the bind extension point, so
 // DefaultBinder binds and HiveSched's PreBind writes the placement (the
 // fallback for configurations that do not list HiveSched under bind).
-func withDefaultBinderFirst(plugins map[string]any) { delete(plugins, "bind") }
+func withDefaultBinderFirst(plugins, _ map[string]any) { delete(plugins, "bind") }
+
+// withStatusInterval sets statusUpdateIntervalSeconds (the harness uses 1).
+func withStatusInterval(seconds int) profileOption {
+	return func(_, args map[string]any) { args["statusUpdateIntervalSeconds"] = seconds }
+}
 
 // startScheduler runs the scheduler in process with the HiveSched profile
 // (as manifests/scheduler configures it).
@@ -169,8 +183,13 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
 		"bind":       map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
 	}
+	args := map[string]any{
+		"permitWaitingTimeSeconds":    5,
+		"statusUpdateIntervalSeconds": 1,
+		"physicalCluster":             physical,
+	}
 	for _, o := range profileOpts {
-		o(plugins)
+		o(plugins, args)
 	}
 	cfg := map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
@@ -180,11 +199,7 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		"profiles": []any{map[string]any{
 			"schedulerName": schedulerName,
 			"plugins":       plugins,
-			"pluginConfig": []any{map[string]any{"name": hivesched.Name, "args": map[string]any{
-				"permitWaitingTimeSeconds":    5,
-				"statusUpdateIntervalSeconds": 1,
-				"physicalCluster":             physical,
-			}}},
+			"pluginConfig":  []any{map[string]any{"name": hivesched.Name, "args": args}},
 		}},
 	}
 	raw, err := yaml.Marshal(cfg)
@@ -268,9 +283,18 @@ func (c *cluster) createNamespace(t *testing.T, name string) {
 }
 
 func (c *cluster) createVC(t *testing.T, name string, namespaces []string, cells ...any) {
+	c.createPinnedVC(t, name, namespaces, nil, cells...)
+}
+
+// createPinnedVC creates a VC of virtual cells (type, count, ...) and the
+// pinned cells named.
+func (c *cluster) createPinnedVC(t *testing.T, name string, namespaces, pinned []string, cells ...any) {
 	vc := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: hv1.VirtualClusterSpec{AllowedNamespaces: namespaces}}
 	for i := 0; i+1 < len(cells); i += 2 {
 		vc.Spec.VirtualCells = append(vc.Spec.VirtualCells, hv1.VirtualCellSpec{CellType: cells[i].(string), CellNumber: int32(cells[i+1].(int))})
+	}
+	for _, id := range pinned {
+		vc.Spec.PinnedCells = append(vc.Spec.PinnedCells, hv1.PinnedCellSpec{PinnedCellID: id})
 	}
 	_, err := c.vc.HiveschedV1alpha1().VirtualClusters().Create(t.Context(), vc, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -388,6 +412,24 @@ func (c *cluster) waitEvent(t *testing.T, p *v1.Pod, want string, timeout time.D
 	require.NoError(t, err, "no event containing %q on pod %s; events: %v", want, p.Name, c.events(t, p))
 	return found
 }
+
+// failedScheduling waits for the pod's FailedScheduling event that contains
+// want and returns its text.
+func (c *cluster) failedScheduling(t *testing.T, p *v1.Pod, want string, timeout time.Duration) string {
+	ev := c.waitEvent(t, p, want, timeout)
+	for _, e := range c.events(t, p) {
+		if strings.HasPrefix(e, "FailedScheduling: ") && strings.Contains(e, want) {
+			return strings.TrimPrefix(e, "FailedScheduling: ")
+		}
+	}
+	t.Fatalf("the event %q on pod %s is not FailedScheduling", ev, p.Name)
+	return ""
+}
+
+// oneSentence matches a FailedScheduling text that is the scheduler's node
+// count and one sentence of HiveSched's: no other plugin's words appended,
+// no stray punctuation (the names in these tests have no periods).
+var oneSentence = regexp.MustCompile(`^0/\d+ nodes are available: [^.;]+(; [^.;]+)*\.$`)
 
 func (c *cluster) describe(t *testing.T, pods []*v1.Pod) string {
 	var b strings.Builder

@@ -86,8 +86,13 @@ func TestScheduler(t *testing.T) {
 		b := gangPods("wait", "b", "wait-vc", 0, 1, 8)
 		c.createPods(t, b)
 		c.requireUnbound(t, b, 3*time.Second)
-		ev := c.waitEvent(t, b[0], "waits in virtual cluster", 20*time.Second)
+		// One sentence: what the group needs, who holds the cells, what
+		// frees them; nothing appended by other plugins' PostFilter.
+		ev := c.failedScheduling(t, b[0], `affinity group "wait/b"`, 20*time.Second)
 		t.Logf("waiting pod's event: %s", ev)
+		require.Regexp(t, oneSentence, ev)
+		require.Contains(t, ev, `: affinity group "wait/b" (priority 0) needs 1 pod of 8 V100 in virtual cluster "wait-vc": `+
+			`of its 8 V100 (1 V100-NODE), 8 are used by groups of priority 0 or higher (wait/a) and none is free; it binds when enough of those groups finish.`)
 		c.deletePods(t, a)
 		c.waitBound(t, b, 30*time.Second)
 	})
@@ -274,14 +279,25 @@ func TestScheduler(t *testing.T) {
 	})
 
 	t.Run("kubectl get vc shows usage", func(t *testing.T) {
-		c.createNodes(t, "cols", 1, 2, 0)
+		c.createNodes(t, "cols", 1, 3, 0)
 		c.createNamespace(t, "cols")
-		c.createVC(t, "cols-vc", []string{"cols"}, "V100-NODE", 2)
-		c.startScheduler(t, physicalCluster("cols", 1, 2, 0))
+		c.createPinnedVC(t, "cols-vc", []string{"cols"}, []string{"cols-pin"}, "V100-NODE", 2)
+		c.startScheduler(t, withPinned(physicalCluster("cols", 1, 3, 0), 0, 2, "cols-pin"))
 		p := gangPods("cols", "j", "cols-vc", 0, 3, 2)
 		c.createPods(t, p)
 		c.waitBound(t, p, 30*time.Second)
-		c.waitVCStatus(t, "cols-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 6 })
+		// An opportunistic job of the VC runs on the node the VC has not
+		// bound yet: outside its guarantee, so counted apart.
+		opp := gangPods("cols", "o", "cols-vc", -1, 1, 4)
+		c.createPods(t, opp)
+		c.waitBound(t, opp, 30*time.Second)
+		st := c.waitVCStatus(t, "cols-vc", func(st hv1.VirtualClusterStatus) bool {
+			return st.UsedLeafCells == 6 && st.OpportunisticLeafCells == 4
+		})
+		require.EqualValues(t, 24, st.TotalLeafCells, "2 nodes and the pinned node")
+		require.EqualValues(t, 18, st.FreeLeafCells, "2 in the bound node, 8 of the unbound one, 8 pinned")
+		require.EqualValues(t, 1, st.OpportunisticGroups)
+		require.EqualValues(t, 0, st.DowngradedGroups)
 
 		// The server-side table is what kubectl prints.
 		raw, err := c.kube.CoreV1().RESTClient().Get().AbsPath("/apis/hivesched.io/v1alpha1/virtualclusters/cols-vc").
@@ -293,18 +309,55 @@ func TestScheduler(t *testing.T) {
 		for _, col := range table.ColumnDefinitions {
 			cols = append(cols, col.Name)
 		}
-		require.Equal(t, []string{"Name", "Cells", "Used", "Pending", "State", "Age"}, cols)
+		require.Equal(t, []string{"Name", "Cells", "Total", "Used", "Free", "Opp", "Pending", "State", "Age"}, cols)
 		require.Len(t, table.Rows, 1)
 		row := table.Rows[0].Cells
-		require.Equal(t, "2xV100-NODE", row[1])
-		require.EqualValues(t, 6, row[2])
-		require.Equal(t, "Active", row[4])
+		require.Equal(t, "2xV100-NODE,pinned:cols-pin", row[1])
+		for i, want := range []int{24, 6, 18, 4, 0} { // total, used, free, opportunistic, pending
+			require.EqualValues(t, want, row[2+i], "column %s", cols[2+i])
+		}
+		require.Equal(t, "Active", row[7])
 		if kubectl, err := exec.LookPath("kubectl"); err == nil {
 			out, err := exec.Command(kubectl, "--kubeconfig", c.kubeconfig, "get", "vc", "cols-vc").CombinedOutput()
 			require.NoError(t, err, string(out))
 			t.Logf("kubectl get vc:\n%s", out)
-			require.Contains(t, string(out), "2xV100-NODE")
+			require.Contains(t, string(out), "2xV100-NODE,pinned:cols-pin")
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				require.LessOrEqual(t, len(line), 100, "the table stays narrow: %q", line)
+			}
 		}
+	})
+
+	t.Run("the VC status follows a change promptly, and at most once per interval", func(t *testing.T) {
+		// The shipped interval: 5 s. A change after a quiet spell is written
+		// within a fraction of a second (it used to wait for the next tick);
+		// one that follows a write within the interval waits for its end.
+		c.createNodes(t, "stw", 1, 2, 0)
+		c.createNamespace(t, "stw")
+		c.createVC(t, "stw-vc", []string{"stw"}, "V100-NODE", 2)
+		c.startScheduler(t, physicalCluster("stw", 1, 2, 0), withStatusInterval(5))
+		c.waitVCStatus(t, "stw-vc", func(st hv1.VirtualClusterStatus) bool { return st.State == hv1.VirtualClusterActive })
+		time.Sleep(5 * time.Second) // a quiet spell: the status written at start is older than the interval
+
+		a := gangPods("stw", "a", "stw-vc", 0, 1, 8)
+		c.createPods(t, a)
+		c.waitBound(t, a, 30*time.Second)
+		start := time.Now()
+		c.waitVCStatus(t, "stw-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 8 })
+		written := time.Now()
+		require.Less(t, written.Sub(start), 2*time.Second, "the first status after a change is prompt")
+
+		b := gangPods("stw", "b", "stw-vc", 0, 1, 8)
+		c.createPods(t, b)
+		c.waitBound(t, b, 30*time.Second)
+		for time.Since(written) < 3*time.Second {
+			vc, err := c.vc.HiveschedV1alpha1().VirtualClusters().Get(t.Context(), "stw-vc", metav1.GetOptions{})
+			require.NoError(t, err)
+			require.EqualValues(t, 8, vc.Status.UsedLeafCells, "a second change within the interval is held back")
+			time.Sleep(200 * time.Millisecond)
+		}
+		c.waitVCStatus(t, "stw-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 16 })
+		require.Less(t, time.Since(written), 7*time.Second, "and written when the interval ends")
 	})
 
 	t.Run("a HiveD annotated pod schedules with HiveD's semantics", func(t *testing.T) {
