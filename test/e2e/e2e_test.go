@@ -256,11 +256,11 @@ func TestLocalCluster(t *testing.T) {
 		var out string
 		require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			out = e.kubectl(t, "get", "vc")
-			return strings.Contains(out, "vc-vision") && fieldsOf(out, "vc-vision")[2] == "8", nil
+			return strings.Contains(out, "vc-vision") && fieldsOf(out, "vc-vision")[3] == "8", nil
 		}), out)
 		t.Logf("kubectl get vc:\n%s", out)
 		head := strings.Fields(strings.SplitN(out, "\n", 2)[0])
-		require.Equal(t, []string{"NAME", "CELLS", "USED", "PENDING", "STATE", "AGE"}, head)
+		require.Equal(t, []string{"NAME", "CELLS", "TOTAL", "USED", "FREE", "OPP", "PENDING", "STATE", "AGE"}, head)
 	})
 
 	t.Run("a restarted scheduler keeps running pods and double-books nothing", func(t *testing.T) {
@@ -300,5 +300,5 @@ func fieldsOf(table, name string) []string {
 			return f
 		}
 	}
-	return []string{"", "", "", ""}
+	return make([]string, 9)
 }
