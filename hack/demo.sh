@@ -94,7 +94,11 @@ gone() {
 step=0
 show() {
   step=$((step + 1))
-  sleep 2 # one status-writer interval, so `kubectl get vc` is current
+  # The status writer writes a VC's change within a fraction of a second,
+  # but each VC's status at most every statusUpdateIntervalSeconds (5 s in
+  # the shipped configuration): a change soon after the last write of its
+  # VC may show a few seconds late.
+  sleep 2
   echo
   echo "${bold}== step $step${off}"
   k get vc
