@@ -121,6 +121,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		p.schedulerName = fw.ProfileName()
 	}
 	if err := p.recover(ctx); err != nil {
+		p.records.queue.ShutDown()
 		return nil, fmt.Errorf("%s: recovering allocations: %w", Name, err)
 	}
 	p.startInformers(ctx)
