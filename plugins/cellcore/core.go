@@ -199,6 +199,11 @@ func (k *Core) Schedule(spec AffinityGroupSpec) (Decision, error) {
 			return Decision{}, err
 		}
 	}
+	if g != nil && g.state == AGPending && g.vc == nil {
+		// Rolled back after its VC was removed; the VC of its name is back.
+		g.vc = k.vcs[spec.VirtualCluster]
+		g.vc.agCount[AGPending]++
+	}
 	if g == nil {
 		k.seq++
 		g = newGroup(spec, k.vcs[spec.VirtualCluster], k.seq)
@@ -698,40 +703,114 @@ func (k *Core) nearFreeCell(anchor *Cell, m int) *Cell {
 }
 
 // bindableFreeCell chooses the free physical cell that pool p binds at level
-// m: a clean one (healthy, no opportunistic leaves) of that level, else one
-// split out of a clean larger free cell, else the level's cell with the
-// fewest opportunistic leaves (which a guaranteed group may preempt), else
-// one split out of whatever larger cell is free. A split that would break
-// the safety invariant is skipped for the next choice: whether a split is
-// safe depends only on the two levels (canBind), so one check per level of
-// the free cell decides for all its cells. (Skipping only the first choice
-// would leave a VC waiting while a bindable cell with opportunistic leaves
-// sits next to it: the lazy-preemption report of issue 9.)
+// m, in the order of the buddy rule (keep larger cells whole): a clean cell
+// (healthy, no opportunistic leaves) of level m, else one split out of the
+// smallest larger clean cell; else a healthy cell with opportunistic leaves
+// (a guaranteed group may preempt them), again of level m before one split
+// out of a larger cell; else the cell with the fewest unschedulable leaves;
+// a cell none of whose leaves is schedulable never. A split that would break
+// the safety invariant is skipped: whether a split is safe depends only on
+// the two levels (canBind), so one check per level decides for all its
+// cells. (Taking the first free cell whatever it held, or giving up when
+// splitting it was unsafe, left a VC waiting beside a bindable cell: issue 9.)
 func (k *Core) bindableFreeCell(p *pool, m int) *Cell {
 	ch := p.chain
-	pick := func(h int, maxKey int32) *Cell {
-		fl := ch.freeList[h]
-		key := fl.next(0)
-		if key < 0 || key > maxKey {
-			return nil
+	tier := func(c *Cell) int {
+		switch {
+		case bindCost(c) == 0:
+			return 0
+		case c.unschedLeaves == 0:
+			return 1
 		}
-		c := descendTo(fl.buckets[key][0], m)
+		return 2
+	}
+	var best *Cell
+	for h := m; h <= ch.top; h++ {
+		c := bestFreeAt(ch, h, m)
+		if c == nil {
+			continue
+		}
+		if best != nil && (tier(c) > tier(best) || (tier(c) == tier(best) && (tier(c) < 2 || bindCost(c) >= bindCost(best)))) {
+			continue
+		}
 		if h > m && !k.canBind(p, c) {
-			return nil
+			continue
 		}
-		return c
-	}
-	for h := m; h <= ch.top; h++ {
-		if c := pick(h, 0); c != nil {
-			return c
+		best = c
+		if tier(c) == 0 {
+			break
 		}
 	}
-	for h := m; h <= ch.top; h++ {
-		if c := pick(h, 1<<30); c != nil {
-			return c
+	return best
+}
+
+// bindCost ranks a free cell for binding: opportunistic leaves to preempt,
+// and far behind any schedulable cell, its unschedulable leaves.
+func bindCost(c *Cell) int64 {
+	if c.unschedLeaves == 0 {
+		return int64(c.oppLeaves)
+	}
+	return 1<<40 + int64(c.unschedLeaves)<<20 + int64(c.oppLeaves)
+}
+
+// bestFreeAt is the best level-m cell in (or split out of) a free cell of
+// level h. Free cells are keyed by their penalty, every cell with an
+// unschedulable leaf after every cell without. At h == m the scan returns at
+// the first wholly schedulable cell, so it goes past the (few) cells with
+// bad or unready hardware only. Splitting (h > m), it prefers a wholly
+// schedulable part of a damaged cell: a cell with bad hardware cannot back a
+// level-h virtual cell anyway, so splitting it keeps the clean ones whole
+// for the VCs that reserved cells of their size (the buddy rule: split what
+// is least useful whole).
+func bestFreeAt(ch *chain, h, m int) *Cell {
+	fl := ch.freeList[h]
+	var best, firstClean *Cell
+	for key := fl.next(0); key >= 0; key = fl.next(key + 1) {
+		for _, x := range fl.buckets[key] {
+			c := bestDescendant(x, m)
+			if c == nil {
+				continue
+			}
+			if c.unschedLeaves == 0 {
+				if h == m || x.unschedLeaves > 0 {
+					return c
+				}
+				if firstClean == nil {
+					firstClean = c
+				}
+				continue
+			}
+			if best == nil || bindCost(c) < bindCost(best) {
+				best = c
+			}
 		}
 	}
-	return nil
+	if firstClean != nil {
+		return firstClean
+	}
+	return best
+}
+
+// bestDescendant is the level-m cell at or below x with the lowest bindCost,
+// or nil if none has a schedulable leaf. Below a wholly schedulable cell the
+// lowest-penalty child at each level is followed; below one with bad
+// hardware every branch with a schedulable leaf is searched.
+func bestDescendant(x *Cell, m int) *Cell {
+	switch {
+	case x.unschedLeaves == x.leafCount:
+		return nil
+	case int(x.level) == m:
+		return x
+	case x.unschedLeaves == 0:
+		return descendTo(x, m)
+	}
+	var best *Cell
+	for _, ch := range x.children {
+		if c := bestDescendant(ch, m); c != nil && (best == nil || bindCost(c) < bindCost(best)) {
+			best = c
+		}
+	}
+	return best
 }
 
 // descendTo picks the level-m descendant of c with the lowest penalty.

@@ -121,6 +121,68 @@ func (m *modelRun) step(i int) {
 	if err := m.k.CheckInvariants(); err != nil {
 		t.Fatalf("step %d: %v", i, err)
 	}
+	m.requeueWaiting(i)
+	if err := m.k.CheckInvariants(); err != nil {
+		t.Fatalf("step %d, after requeueing: %v", i, err)
+	}
+}
+
+// requeueWaiting checks the VC guarantee after a step: every Pending
+// guaranteed group that the oracle says fits its VC is scheduled again, as
+// the plugin requeues waiting pods when cells change, and onDecision fails
+// the test if it Waits. Highest priority first, then oldest, like the queue.
+func (m *modelRun) requeueWaiting(step int) {
+	type waiting struct {
+		name string
+		prio int32
+		seq  int
+	}
+	var list []waiting
+	for _, n := range m.groupNames() {
+		s := m.groups[n]
+		if s.Priority < 0 {
+			continue
+		}
+		if st, ok := m.k.AffinityGroupState(n); ok && st == AGPending {
+			var seq int
+			_, _ = fmt.Sscanf(n, "g%d", &seq)
+			list = append(list, waiting{n, s.Priority, seq})
+		}
+	}
+	sort.Slice(list, func(a, b int) bool {
+		if list[a].prio != list[b].prio {
+			return list[a].prio > list[b].prio
+		}
+		return list[a].seq < list[b].seq
+	})
+	for _, w := range list {
+		s, ok := m.groups[w.name]
+		if !ok {
+			continue // a victim of an earlier one
+		}
+		if st, ok := m.k.AffinityGroupState(w.name); !ok || st != AGPending {
+			continue
+		}
+		v := m.k.guaranteeFits(s)
+		m.stats["liveness-checked"]++
+		if v.unboundUncertain {
+			m.stats["liveness-unbound-uncertain"]++
+		}
+		if !v.fits {
+			continue
+		}
+		m.stats["liveness-requeued"]++
+		d, err := m.k.Schedule(s)
+		if err != nil {
+			// Its VC shrank below it: the plugin refuses the pods.
+			m.stats["retry-invalid"]++
+			_, derr := m.k.DeleteAffinityGroup(w.name)
+			require.NoError(m.t, derr)
+			delete(m.groups, w.name)
+			continue
+		}
+		m.onDecision(s, d)
+	}
 }
 
 func (m *modelRun) randomSpec() AffinityGroupSpec {
@@ -172,6 +234,15 @@ func (m *modelRun) newGroup() {
 func (m *modelRun) onDecision(s AffinityGroupSpec, d Decision) {
 	t := m.t
 	m.stats[d.Kind.String()]++
+	if d.Kind == Wait && d.State == AGPending && s.Priority >= 0 {
+		// The guarantee: a group that fits its VC's cells never waits.
+		v := m.k.guaranteeFits(s)
+		m.stats["liveness-wait-checked"]++
+		if v.fits {
+			t.Fatalf("guarantee broken: %s (priority %d, VC %s, members %+v, pinned %q) waits although it fits its VC: %s\nwait reason: %s",
+				s.Name, s.Priority, s.VirtualCluster, s.Members, s.PinnedCellID, v.why, d.Reason)
+		}
+	}
 	if len(d.Downgraded) > 0 {
 		m.stats["downgraded"] += len(d.Downgraded)
 	}
@@ -433,7 +504,8 @@ func (m *modelRun) restart() {
 		var pods []RecoveredPod
 		for _, p := range g.Pods {
 			if p.PodKey != "" {
-				pods = append(pods, RecoveredPod{PodKey: p.PodKey, Node: p.Node, LeafCellIndices: p.LeafCellIndices})
+				// The plugin persists a lazy downgrade on the pods.
+				pods = append(pods, RecoveredPod{PodKey: p.PodKey, Node: p.Node, LeafCellIndices: p.LeafCellIndices, Downgraded: g.Downgraded})
 			}
 		}
 		if len(pods) == 0 {
