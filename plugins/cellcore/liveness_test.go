@@ -45,12 +45,20 @@ func (k *Core) guaranteeFits(spec AffinityGroupSpec) guaranteeVerdict {
 		if p == nil || (spec.PinnedCellID != "" && p.vc != vc) {
 			continue
 		}
-		bins, uncertain := k.privateBins(p, spec.Priority)
-		v.unboundUncertain = v.unboundUncertain || uncertain
+		bins, unbound, backed := k.privateBins(p, spec.Priority)
+		if backed {
+			bins = append(bins, unbound...)
+		}
 		if packs(pods, bins) {
 			v.fits = true
+			v.unboundUncertain = false
 			v.why = fmt.Sprintf("fits %v into %s bins %v", pods, p.name(), bins)
 			return v
+		}
+		// Only a verdict the unbacked cells would have turned counts as a
+		// weaker check.
+		if !backed && packs(pods, append(bins, unbound...)) {
+			v.unboundUncertain = true
 		}
 	}
 	v.why = fmt.Sprintf("%v does not pack", pods)
@@ -58,8 +66,10 @@ func (k *Core) guaranteeFits(spec AffinityGroupSpec) guaranteeVerdict {
 }
 
 // privateBins is what a group of priority prio may use in pool p, node by
-// node (a pod never spans nodes, nor two bound cells below node level).
-func (k *Core) privateBins(p *pool, prio int32) (bins []int32, uncertain bool) {
+// node (a pod never spans nodes, nor two bound cells below node level): in
+// its bound cells, and in its unbound virtual cells, and whether wholly
+// schedulable free cells back those.
+func (k *Core) privateBins(p *pool, prio int32) (bins, unbound []int32, backed bool) {
 	ch := p.chain
 	avail := func(x *Cell) int32 {
 		var n int32
@@ -98,30 +108,20 @@ func (k *Core) privateBins(p *pool, prio int32) (bins []int32, uncertain bool) {
 		}
 	}
 	if p.pinnedID != "" || p.vc == nil {
-		return bins, false
-	}
-	any := false
-	for l := 1; l <= ch.top; l++ {
-		any = any || p.unbound(l) > 0
-	}
-	if !any {
-		return bins, false
-	}
-	if !k.schedulableBacksAllUnbound(ch) {
-		return bins, true
+		return bins, nil, true
 	}
 	for l := 1; l <= ch.top; l++ {
 		for i := int32(0); i < p.unbound(l); i++ {
 			if l <= ch.nodeLevel {
-				bins = append(bins, ch.leafCount[l])
+				unbound = append(unbound, ch.leafCount[l])
 				continue
 			}
 			for j := int32(0); j < ch.leafCount[l]/ch.leafCount[ch.nodeLevel]; j++ {
-				bins = append(bins, ch.leafCount[ch.nodeLevel])
+				unbound = append(unbound, ch.leafCount[ch.nodeLevel])
 			}
 		}
 	}
-	return bins, false
+	return bins, unbound, len(unbound) == 0 || k.schedulableBacksAllUnbound(ch)
 }
 
 // schedulableBacksAllUnbound: buddy counting over the free cells whose every
