@@ -51,9 +51,11 @@ verify:
 generate:
 	bash hack/update-codegen.sh
 
-## soak: the randomized model test with 1e6 operations
+## soak: the randomized model test with 1e6 operations (safety and the VC guarantee after every step; prints the counts)
 soak:
-	$(GO) test -count=1 -run TestModelRandomized -timeout 3h ./plugins/cellcore/ -args -model.ops=1000000
+	@mkdir -p $(OUT)
+	@$(GO) test -count=1 -v -run TestModelRandomized -timeout 3h ./plugins/cellcore/ -args -model.ops=1000000 > $(OUT)/soak.txt 2>&1; st=$$?; \
+	grep -E 'model_test.go|^(ok|FAIL|--- |PASS)' $(OUT)/soak.txt; echo "full log: $(OUT)/soak.txt"; exit $$st
 
 ## bench-core: the cell core's placement, preemption and build benchmarks
 bench-core:

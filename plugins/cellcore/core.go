@@ -610,7 +610,7 @@ func (s *search) span(p *pool) bool {
 				// Next to the group's cells first, for affinity across the
 				// cells it binds; else the best free cell of the level.
 				cand := k.nearFreeCell(s.anchor(), m)
-				if cand == nil || !k.canBind(p, cand) {
+				if cand == nil || !k.canBind(p, cand) || k.splitHurts(p, cand) {
 					cand = k.bindableFreeCell(p, m)
 				}
 				if cand == nil {
@@ -711,8 +711,12 @@ func (k *Core) nearFreeCell(anchor *Cell, m int) *Cell {
 // a cell none of whose leaves is schedulable never. A split that would break
 // the safety invariant is skipped: whether a split is safe depends only on
 // the two levels (canBind), so one check per level decides for all its
-// cells. (Taking the first free cell whatever it held, or giving up when
-// splitting it was unsafe, left a VC waiting beside a bindable cell: issue 9.)
+// cells. A split that would leave the VCs' unbound cells without wholly
+// schedulable cells to back them, where they had enough before, comes after
+// every choice that does not (it would spend the last good cell of a level
+// that some VC reserved whole). (Taking the first free cell whatever it
+// held, or giving up when splitting it was unsafe, left a VC waiting beside
+// a bindable cell: issue 9.)
 func (k *Core) bindableFreeCell(p *pool, m int) *Cell {
 	ch := p.chain
 	tier := func(c *Cell) int {
@@ -724,24 +728,121 @@ func (k *Core) bindableFreeCell(p *pool, m int) *Cell {
 		}
 		return 2
 	}
+	backedBefore := -1 // computed once, if a split needs it
 	var best *Cell
+	bestHurts := false
 	for h := m; h <= ch.top; h++ {
 		c := bestFreeAt(ch, h, m)
 		if c == nil {
 			continue
 		}
-		if best != nil && (tier(c) > tier(best) || (tier(c) == tier(best) && (tier(c) < 2 || bindCost(c) >= bindCost(best)))) {
+		hurts := false
+		if best != nil && !bestHurts && tier(c) > tier(best) {
 			continue
 		}
-		if h > m && !k.canBind(p, c) {
-			continue
+		if h > m {
+			if !k.canBind(p, c) {
+				continue
+			}
+			if backedBefore < 0 {
+				backedBefore = 0
+				if k.schedulableBacking(ch, nil, p) {
+					backedBefore = 1
+				}
+			}
+			hurts = backedBefore == 1 && !k.schedulableBacking(ch, c, p) // splitHurts, computed once
 		}
-		best = c
-		if tier(c) == 0 {
+		if best != nil {
+			if hurts && !bestHurts {
+				continue
+			}
+			if hurts == bestHurts && (tier(c) > tier(best) || (tier(c) == tier(best) && (tier(c) < 2 || bindCost(c) >= bindCost(best)))) {
+				continue
+			}
+		}
+		best, bestHurts = c, hurts
+		if tier(c) == 0 && !hurts {
 			break
 		}
 	}
 	return best
+}
+
+// splitHurts: would binding cand, split out of a larger free cell, leave
+// the VCs' unbound cells without wholly schedulable backing that they have
+// now?
+func (k *Core) splitHurts(p *pool, cand *Cell) bool {
+	if f := freeAncestor(cand); f == nil || f == cand {
+		return false
+	}
+	return k.schedulableBacking(p.chain, nil, p) && !k.schedulableBacking(p.chain, cand, p)
+}
+
+// schedulableBacking: do the chain's wholly schedulable free cells (and the
+// wholly schedulable parts of free cells with bad or unready hardware) cover
+// every VC's unbound virtual cells by buddy counting, after pool p binds the
+// free cell split (if not nil)?
+func (k *Core) schedulableBacking(ch *chain, split *Cell, p *pool) bool {
+	counts, demand := k.levelCounts(ch, false)
+	var addParts func(c *Cell)
+	addParts = func(c *Cell) {
+		for _, x := range c.children {
+			if x.unschedLeaves == 0 {
+				counts[x.level]++
+			} else if x.unschedLeaves < x.leafCount {
+				addParts(x)
+			}
+		}
+	}
+	for l := 1; l <= ch.top; l++ {
+		fl := ch.freeList[l]
+		for key := fl.next(ch.leafCount[l] + 1); key >= 0; key = fl.next(key + 1) {
+			for _, c := range fl.buckets[key] {
+				if c.unschedLeaves > 0 {
+					counts[l]--
+					addParts(c)
+				}
+			}
+		}
+	}
+	if split != nil {
+		f := freeAncestor(split)
+		// Take the split's path out of the counts: f leaves, its other
+		// children along the path come in (as schedulable parts if damaged).
+		if f.unschedLeaves == 0 {
+			counts[f.level]--
+		} else {
+			// f was counted by its parts; recount without the path.
+			var sub func(c *Cell)
+			sub = func(c *Cell) {
+				for _, x := range c.children {
+					if x.unschedLeaves == 0 {
+						counts[x.level]--
+					} else if x.unschedLeaves < x.leafCount {
+						sub(x)
+					}
+				}
+			}
+			sub(f)
+		}
+		for x := split; x != f; x = x.parent {
+			for _, sib := range x.parent.children {
+				if sib == x {
+					continue
+				}
+				if sib.unschedLeaves == 0 {
+					counts[sib.level]++
+				} else if sib.unschedLeaves < sib.leafCount {
+					addParts(sib)
+				}
+			}
+		}
+		if p.unbound(int(split.level)) > 0 {
+			demand[split.level]--
+		}
+	}
+	l, _ := checkLevels(ch, counts, demand)
+	return l == 0
 }
 
 // bindCost ranks a free cell for binding: opportunistic leaves to preempt,

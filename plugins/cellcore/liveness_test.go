@@ -183,3 +183,49 @@ func packs(pods []int32, bins []int32) bool {
 	}
 	return place(0)
 }
+
+// explainPool describes, for a failed guarantee check, the VC's pools: bound
+// roots with their leaves, and for each level with unbound virtual cells the
+// free cells the VC could bind there.
+func (k *Core) explainPool(spec AffinityGroupSpec) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	vc := k.vcs[spec.VirtualCluster]
+	if vc == nil {
+		return ""
+	}
+	out := ""
+	for _, ch := range k.candidateChains(&spec, vc) {
+		p := vc.pools[ch]
+		if p == nil {
+			continue
+		}
+		for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+			for _, r := range p.roots.buckets[key] {
+				out += fmt.Sprintf("\n  bound %s: free %d opp %d guar %d unsched %d doomed %v", r.ID(), r.freeLeaves, r.oppLeaves, r.guarLeaves, r.unschedLeaves, r.doomed)
+			}
+		}
+		for m := 1; m <= ch.top; m++ {
+			if p.unbound(m) == 0 {
+				continue
+			}
+			out += fmt.Sprintf("\n  %s: %d unbound at level %d", ch.name, p.unbound(m), m)
+			for h := m; h <= ch.top; h++ {
+				fl := ch.freeList[h]
+				for key := fl.next(0); key >= 0; key = fl.next(key + 1) {
+					for _, x := range fl.buckets[key] {
+						c := bestDescendant(x, m)
+						if c == nil {
+							out += fmt.Sprintf("\n    free %s (level %d): nothing schedulable", x.ID(), h)
+							continue
+						}
+						out += fmt.Sprintf("\n    free %s (level %d) -> %s: free %d opp %d unsched %d canBind %v", x.ID(), h, c.ID(), c.freeLeaves, c.oppLeaves, c.unschedLeaves, k.canBind(p, c))
+					}
+				}
+			}
+		}
+		counts, demand := k.levelCounts(ch, false)
+		out += fmt.Sprintf("\n  %s free cells by level %v, unbound demand %v", ch.name, counts, demand)
+	}
+	return out
+}

@@ -246,7 +246,7 @@ func (m *modelRun) onDecision(s AffinityGroupSpec, d Decision) {
 		m.stats["liveness-wait-checked"]++
 		if v.fits {
 			t.Fatalf("guarantee broken: %s (priority %d, VC %s, members %+v, pinned %q) waits although it fits its VC: %s\nwait reason: %s",
-				s.Name, s.Priority, s.VirtualCluster, s.Members, s.PinnedCellID, v.why, d.Reason)
+				s.Name, s.Priority, s.VirtualCluster, s.Members, s.PinnedCellID, v.why, d.Reason+m.k.explainPool(s))
 		}
 	}
 	if len(d.Downgraded) > 0 {
@@ -498,7 +498,9 @@ func (m *modelRun) restart() {
 	for key := range m.bad {
 		badKeys = append(badKeys, key)
 	}
-	sort.Strings(badKeys) // a run replays exactly from its seed
+	// In an order drawn from the run's seed: orders vary, a seed replays.
+	sort.Strings(badKeys)
+	m.r.Shuffle(len(badKeys), func(i, j int) { badKeys[i], badKeys[j] = badKeys[j], badKeys[i] })
 	for _, key := range badKeys {
 		if m.bad[key] {
 			var node string
