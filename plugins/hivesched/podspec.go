@@ -66,7 +66,7 @@ func (r *podRequest) totalPods() int {
 // older names of leafCellType/leafCellNumber.
 type hivedSpec struct {
 	VirtualCluster       string `json:"virtualCluster"`
-	Priority             *int32 `json:"priority"`
+	Priority             int32  `json:"priority"` // HiveD's default is 0
 	PinnedCellID         string `json:"pinnedCellId"`
 	LeafCellType         string `json:"leafCellType"`
 	LeafCellNumber       int32  `json:"leafCellNumber"`
@@ -175,9 +175,6 @@ func parseHived(pod *v1.Pod, raw string) (*podRequest, error) {
 	if s.VirtualCluster == "" {
 		return nil, fmt.Errorf("annotation %s: virtualCluster is empty", HivedSpecAnnotation)
 	}
-	if s.Priority == nil {
-		return nil, fmt.Errorf("annotation %s: priority is missing (-1 for opportunistic, 0..%d)", HivedSpecAnnotation, cellcore.MaxPriority)
-	}
 	if s.LeafCellType == "" {
 		s.LeafCellType = s.GpuType
 	}
@@ -190,7 +187,7 @@ func parseHived(pod *v1.Pod, raw string) (*podRequest, error) {
 	r := &podRequest{leafCellNumber: s.LeafCellNumber, hived: true}
 	g := &r.group
 	g.VirtualCluster = s.VirtualCluster
-	g.Priority = *s.Priority
+	g.Priority = s.Priority
 	g.PinnedCellID = s.PinnedCellID
 	g.LeafCellType = s.LeafCellType
 	g.LazyPreemptionEnable = s.LazyPreemptionEnable

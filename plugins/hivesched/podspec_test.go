@@ -71,7 +71,6 @@ func TestParsePodErrors(t *testing.T) {
 		"size not in shape":   {pod(grp, map[string]string{AnnotationGroupMembers: "2x8"}, 4), "has no member of that size"},
 		"hived bad yaml":      {pod(nil, map[string]string{HivedSpecAnnotation: "a: ["}, 0), "not valid YAML"},
 		"hived no vc":         {pod(nil, map[string]string{HivedSpecAnnotation: "priority: 0\nleafCellNumber: 1"}, 0), "virtualCluster is empty"},
-		"hived no priority":   {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\nleafCellNumber: 1"}, 0), "priority is missing"},
 		"hived no leaves":     {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\npriority: 0"}, 0), "leafCellNumber must be positive"},
 		"hived empty members": {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\npriority: 0\nleafCellNumber: 1\naffinityGroup: {name: g}"}, 0), "members is empty"},
 	} {
@@ -89,6 +88,20 @@ func TestParsePodHived(t *testing.T) {
 	require.True(t, r.hived)
 	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/g", VirtualCluster: "vc1", Priority: -1, LeafCellType: "K80",
 		Members: []cellcore.AffinityGroupMember{{PodNumber: 3, LeafCellNumber: 2}}}, r.group)
+}
+
+// HiveD's priority defaults to 0 (guaranteed) when the spec leaves it out,
+// as in HiveD; an explicit value is kept.
+func TestParsePodHivedPriorityDefault(t *testing.T) {
+	r, err := parsePod(pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: vc1\nleafCellNumber: 1"}, 0), gpu)
+	require.NoError(t, err)
+	require.Equal(t, int32(0), r.group.Priority)
+	r, err = parsePod(pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: vc1\npriority: 7\nleafCellNumber: 1"}, 0), gpu)
+	require.NoError(t, err)
+	require.Equal(t, int32(7), r.group.Priority)
+	r, err = parsePod(pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: vc1\npriority: -1\nleafCellNumber: 1"}, 0), gpu)
+	require.NoError(t, err)
+	require.Equal(t, int32(-1), r.group.Priority)
 }
 
 // The shipped sample jobs parse.
