@@ -87,7 +87,7 @@ type hivedSpec struct {
 // (a plain pod, left to the other plugins), or an error that says what to fix.
 func parsePod(pod *v1.Pod, resourceName v1.ResourceName) (*podRequest, error) {
 	if raw, ok := pod.Annotations[HivedSpecAnnotation]; ok {
-		return parseHived(pod, raw)
+		return parseHived(pod, raw, resourceName)
 	}
 	vc, hasVC := pod.Labels[LabelVirtualCluster]
 	leaves := leafRequest(pod, resourceName)
@@ -167,7 +167,7 @@ func parseMembers(s string, own int32) ([]cellcore.AffinityGroupMember, error) {
 	return out, nil
 }
 
-func parseHived(pod *v1.Pod, raw string) (*podRequest, error) {
+func parseHived(pod *v1.Pod, raw string, resourceName v1.ResourceName) (*podRequest, error) {
 	var s hivedSpec
 	if err := yaml.Unmarshal([]byte(raw), &s); err != nil {
 		return nil, fmt.Errorf("annotation %s is not valid YAML: %v", HivedSpecAnnotation, err)
@@ -183,6 +183,9 @@ func parseHived(pod *v1.Pod, raw string) (*podRequest, error) {
 	}
 	if s.LeafCellNumber <= 0 {
 		return nil, fmt.Errorf("annotation %s: leafCellNumber must be positive, got %d", HivedSpecAnnotation, s.LeafCellNumber)
+	}
+	if err := checkLeafRequest(pod, resourceName, "leafCellNumber", s.LeafCellNumber); err != nil {
+		return nil, err
 	}
 	r := &podRequest{leafCellNumber: s.LeafCellNumber, hived: true}
 	g := &r.group
@@ -214,6 +217,19 @@ func parseHived(pod *v1.Pod, raw string) (*podRequest, error) {
 	}
 	g.Name = pod.Namespace + "/" + name
 	return r, checkOwnSize(r)
+}
+
+// checkLeafRequest: a HiveD pod need not request the leaf cell resource
+// (HiveD's pods request only HivedSchedulingEnableResource), but if it does,
+// the request must be the leaf cell count of its spec. Otherwise the pod is
+// placed on cells whose node then refuses it (or gets devices other than the
+// ones it was given).
+func checkLeafRequest(pod *v1.Pod, resourceName v1.ResourceName, field string, want int32) error {
+	if got := leafRequest(pod, resourceName); got != 0 && got != want {
+		return fmt.Errorf("pod requests %d %s but its annotation %s asks for %s %d: request %d %s, or none as HiveD's pods do",
+			got, resourceName, HivedSpecAnnotation, field, want, want, resourceName)
+	}
+	return nil
 }
 
 // checkOwnSize: the pod's own leaf cell count must be one of its group's.

@@ -72,6 +72,8 @@ func TestParsePodErrors(t *testing.T) {
 		"hived bad yaml":      {pod(nil, map[string]string{HivedSpecAnnotation: "a: ["}, 0), "not valid YAML"},
 		"hived no vc":         {pod(nil, map[string]string{HivedSpecAnnotation: "priority: 0\nleafCellNumber: 1"}, 0), "virtualCluster is empty"},
 		"hived no leaves":     {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\npriority: 0"}, 0), "leafCellNumber must be positive"},
+		"hived request disagrees": {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\nleafCellNumber: 4"}, 8),
+			"pod requests 8 nvidia.com/gpu but its annotation hivedscheduler.microsoft.com/pod-scheduling-spec asks for leafCellNumber 4: request 4 nvidia.com/gpu, or none"},
 		"hived empty members": {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\npriority: 0\nleafCellNumber: 1\naffinityGroup: {name: g}"}, 0), "members is empty"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -88,6 +90,22 @@ func TestParsePodHived(t *testing.T) {
 	require.True(t, r.hived)
 	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/g", VirtualCluster: "vc1", Priority: -1, LeafCellType: "K80",
 		Members: []cellcore.AffinityGroupMember{{PodNumber: 3, LeafCellNumber: 2}}}, r.group)
+}
+
+// A HiveD pod may request the leaf cell resource (then exactly its
+// leafCellNumber) or not at all, as HiveD's own pods do.
+func TestParsePodHivedLeafRequest(t *testing.T) {
+	spec := map[string]string{HivedSpecAnnotation: "virtualCluster: vc1\nleafCellNumber: 4"}
+	for _, gpus := range []int64{0, 4} {
+		r, err := parsePod(pod(nil, spec, gpus), gpu)
+		require.NoError(t, err, "request %d", gpus)
+		require.Equal(t, int32(4), r.leafCellNumber)
+	}
+	_, err := parsePod(pod(nil, spec, 2), gpu)
+	require.ErrorContains(t, err, "pod requests 2 nvidia.com/gpu but its annotation "+HivedSpecAnnotation+" asks for leafCellNumber 4")
+	// Another leaf resource name is what counts.
+	_, err = parsePod(pod(nil, spec, 2), "example.com/npu")
+	require.NoError(t, err)
 }
 
 // HiveD's priority defaults to 0 (guaranteed) when the spec leaves it out,
