@@ -22,6 +22,7 @@ package hivesched
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -328,8 +329,11 @@ func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // deletions run in the background, see evictor), and the pod is nominated to
 // its reserved node. It schedules once the victims are
 // gone (cell e9, AG e4, then AG e2 on its next PreFilter).
-func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	s := readState(state)
+	if s != nil && s.preempt == nil && s.node != "" {
+		p.releaseRejectedPlacement(klog.FromContext(ctx), pod, s, statuses.Get(s.node))
+	}
 	if s == nil || s.preempt == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
@@ -346,6 +350,33 @@ func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v
 	}
 	return &framework.PostFilterResult{NominatingInfo: &framework.NominatingInfo{NominatedNodeName: node, NominatingMode: framework.ModeOverride}},
 		fwk.NewStatus(fwk.Success)
+}
+
+// releaseRejectedPlacement gives back the cells of a placed group whose pod
+// the node it was placed on rejects for good: another filter said
+// UnschedulableAndUnresolvable (a node selector or taint that does not
+// match, less allocatable than the pod asks for, an unhealthy node), so
+// holding the cells only keeps them from the VC's other groups. When no
+// member of the group got through yet (none reserved or bound), the group is
+// rolled back at once (x1) and placed again when the pod is retried. A
+// member waiting at Permit instead times out and Unreserve rolls the group
+// back; a resolvable rejection (the node is busy now) keeps the cells until
+// PreFilter finds the placement stale (twice the Permit timeout).
+func (p *HiveSched) releaseRejectedPlacement(logger klog.Logger, pod *v1.Pod, s *cycleState, st *fwk.Status) {
+	if st == nil || st.Code() != fwk.UnschedulableAndUnresolvable || !p.groups.unused(s.group) {
+		return
+	}
+	if err := p.core.RollbackAffinityGroup(s.group); err != nil {
+		return // not Allocated (any more): nothing is held for it
+	}
+	plugin, reasons := st.Plugin(), strings.Join(st.Reasons(), "; ")
+	msg := fmt.Sprintf("affinity group %s gave its cells back: node %s, where it was placed, rejects the pod (%s: %s); it is placed again when the pod is retried",
+		s.group, s.node, plugin, reasons)
+	if strings.Contains(reasons, HivedSchedulingEnableResource) {
+		msg += fmt.Sprintf("; the scheduler profile must list %s in NodeResourcesFit's ignoredResources (manifests/scheduler)", HivedSchedulingEnableResource)
+	}
+	logger.Info("placed affinity group rolled back: its node rejects the pod", "pod", klog.KObj(pod), "group", s.group, "node", s.node, "plugin", plugin, "reasons", reasons)
+	p.event(pod, v1.EventTypeWarning, "PlacementRejected", msg)
 }
 
 // evictVictims deletes every pod of every victim group (whole gangs), in the

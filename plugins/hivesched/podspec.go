@@ -22,6 +22,12 @@ const (
 	// (device) indices, comma separated, as HiveD writes it.
 	HivedIsolationAnnotation = "hivedscheduler.microsoft.com/pod-leaf-cell-isolation"
 
+	// HivedSchedulingEnableResource is the extended resource HiveD's pods
+	// carry in their limits (1), so that only a scheduler that knows it places
+	// them. No node advertises it: the scheduler profile's NodeResourcesFit
+	// must ignore it (ignoredResources, as manifests/scheduler does).
+	HivedSchedulingEnableResource = "hivedscheduler.microsoft.com/pod-scheduling-enable"
+
 	// LabelVirtualCluster names the pod's virtual cluster (native form).
 	LabelVirtualCluster = "hivesched.io/virtual-cluster"
 	// LabelAffinityGroup names the pod's gang; pods of one namespace with the
