@@ -15,6 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/hivesched/hivesched/apis/config"
@@ -47,8 +50,25 @@ func coreFromConfig(t *testing.T, file string) *cellcore.Core {
 func TestSchedulerConfigurations(t *testing.T) {
 	for _, f := range []string{"config-second-scheduler.yaml", "config-default-profile.yaml"} {
 		t.Run(f, func(t *testing.T) {
-			k := coreFromConfig(t, filepath.Join("..", "..", "manifests", "scheduler", f))
+			path := filepath.Join("..", "..", "manifests", "scheduler", f)
+			k := coreFromConfig(t, path)
 			require.Positive(t, k.CellCount())
+
+			// HiveD's pods pass NodeResourcesFit: the profile ignores the
+			// resource they carry and no node advertises.
+			cfg, err := options.LoadConfigFromFile(klog.Background(), path)
+			require.NoError(t, err)
+			require.NoError(t, schedvalidation.ValidateKubeSchedulerConfiguration(cfg))
+			var fit *schedconfig.NodeResourcesFitArgs
+			for _, pc := range cfg.Profiles[0].PluginConfig {
+				if pc.Name == names.NodeResourcesFit {
+					fit, _ = pc.Args.(*schedconfig.NodeResourcesFitArgs)
+				}
+			}
+			require.NotNil(t, fit, "no NodeResourcesFit args")
+			require.Contains(t, fit.IgnoredResources, hivesched.HivedSchedulingEnableResource)
+			require.NotNil(t, fit.ScoringStrategy, "the default scoring strategy is kept")
+			require.Equal(t, schedconfig.LeastAllocated, fit.ScoringStrategy.Type)
 		})
 	}
 }
