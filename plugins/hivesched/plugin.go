@@ -58,6 +58,7 @@ type HiveSched struct {
 	vcClient      versioned.Interface
 	groups        *groupIndex
 	vcs           *vcRegistry
+	nonLeafTypes  map[string]leafCount // cell types that are not leaf cell types
 	evictor       *evictor
 
 	bindOrder sync.Once // decides ownBind on first use
@@ -111,6 +112,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		vcClient:      vcClient,
 		groups:        newGroupIndex(),
 		vcs:           newVCRegistry(),
+		nonLeafTypes:  nonLeafCellTypes(args.PhysicalCluster),
 	}
 	p.evictor = newEvictor(ctx, p.deletePod)
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
@@ -142,6 +144,49 @@ func CoreConfig(pc config.PhysicalClusterSpec) cellcore.Config {
 		cfg.PhysicalCells = append(cfg.PhysicalCells, conv(s))
 	}
 	return cfg
+}
+
+// leafCount is a cell type's size: Leaves cells of leaf cell type Leaf.
+type leafCount struct {
+	Leaf   string
+	Leaves int32
+}
+
+// nonLeafCellTypes maps every cell type that is not a leaf cell type to its
+// size in leaf cells. The cell core has validated the hierarchy (no cycles).
+func nonLeafCellTypes(pc config.PhysicalClusterSpec) map[string]leafCount {
+	out := map[string]leafCount{}
+	var size func(t string, depth int) leafCount
+	size = func(t string, depth int) leafCount {
+		ct, ok := pc.CellTypes[t]
+		if !ok || depth > len(pc.CellTypes) {
+			return leafCount{Leaf: t, Leaves: 1}
+		}
+		if c, ok := out[t]; ok {
+			return c
+		}
+		c := size(ct.ChildCellType, depth+1)
+		c.Leaves *= ct.ChildCellNumber
+		out[t] = c
+		return c
+	}
+	for t := range pc.CellTypes {
+		size(t, 0)
+	}
+	return out
+}
+
+// checkLeafCellType refuses a request for a cell type that is not a leaf
+// cell type (HiveD v2 lets a pod ask for whole cells such as a node): the
+// core counts a pod's cells in leaf cells and would only say the type is
+// unknown.
+func (p *HiveSched) checkLeafCellType(req *podRequest) error {
+	c, ok := p.nonLeafTypes[req.group.LeafCellType]
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("cell type %q is not a leaf cell type (one %s is %d %s): ask for leaf cell type %s and count the pod's cells in %s (HiveD: leafCellType, or cellType in version v2)",
+		req.group.LeafCellType, req.group.LeafCellType, c.Leaves, c.Leaf, c.Leaf, c.Leaf)
 }
 
 // ours: is the pod this scheduler's? Pods of this profile are, and so is
@@ -221,6 +266,9 @@ func (s *cycleState) Clone() fwk.StateData { return s }
 // decides for the whole group (AG e0 or e1); the others find their slot.
 func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
 	req, err := p.request(pod)
+	if err == nil && req != nil {
+		err = p.checkLeafCellType(req)
+	}
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())

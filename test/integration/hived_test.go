@@ -102,6 +102,53 @@ func TestHived(t *testing.T) {
 		c.waitVCStatus(t, "hd-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 9 })
 	})
 
+	t.Run("HiveD v2 pods: a podRootGroup tree is one gang", func(t *testing.T) {
+		c.createNodes(t, "v2", 1, 2, 0)
+		c.createNamespace(t, "v2")
+		c.createVC(t, "v2-vc", []string{"v2"}, "V100-NODE", 2)
+		c.startScheduler(t, physicalCluster("v2", 1, 2, 0), withSchedulerName(hivedSchedulerName))
+
+		// One pod of 8 GPUs and two of 4 (a child group), in HiveD's latest
+		// v2 form; each pod marks the member it belongs to.
+		spec := func(cells int, big bool) string {
+			return fmt.Sprintf(`version: v2
+virtualCluster: v2-vc
+priority: 10
+cellType: V100
+cellNumber: %d
+podRootGroup:
+  name: mixed
+  pod:
+    podMinNumber: 1
+    podMaxNumber: 1
+    cellsPerPod: {cellType: V100, cellNumber: 8}
+    containsCurrentPod: %t
+  childGroups:
+  - pod:
+      podMinNumber: 2
+      podMaxNumber: 2
+      cellsPerPod: {cellType: V100, cellNumber: 4}
+      containsCurrentPod: %t`, cells, big, !big)
+		}
+		pods := []*v1.Pod{hivedPod(t, "v2", "mixed-big", spec(8, true)), hivedPod(t, "v2", "mixed-small-0", spec(4, false)), hivedPod(t, "v2", "mixed-small-1", spec(4, false))}
+		c.createPods(t, pods)
+		nodes := c.waitBound(t, pods, 30*time.Second)
+		require.NotEqual(t, nodes[0], nodes[1], "the 8-GPU pod has a node of its own")
+		require.Equal(t, nodes[1], nodes[2], "the two 4-GPU pods share the other node")
+		c.requireIsolation(t, pods[0], 8)
+		require.Empty(t, intersect(c.requireIsolation(t, pods[1], 4), c.requireIsolation(t, pods[2], 4)))
+		c.waitVCStatus(t, "v2-vc", func(st hv1.VirtualClusterStatus) bool {
+			return st.UsedLeafCells == 16 && st.AffinityGroups.Allocated == 1
+		})
+
+		// What hivesched cannot honour is refused where the user looks.
+		within := hivedPod(t, "v2", "within", "version: v2\nvirtualCluster: v2-vc\ncellType: V100\ncellNumber: 2\npodRootGroup:\n  name: w\n  withinOneCell: V100-SWITCH\n"+
+			"  pod: {podMinNumber: 1, podMaxNumber: 1, cellsPerPod: {cellType: V100, cellNumber: 2}, containsCurrentPod: true}")
+		c.createPods(t, []*v1.Pod{within})
+		ev := c.waitEvent(t, within, `podRootGroup.withinOneCell "V100-SWITCH" is not supported`, 20*time.Second)
+		require.True(t, strings.HasPrefix(ev, "InvalidSchedulingSpec: "), ev)
+	})
+
 	t.Run("a HiveD pod whose GPU request disagrees with its leafCellNumber is refused up front", func(t *testing.T) {
 		c.createNodes(t, "mis", 1, 1, 0)
 		c.createNamespace(t, "mis")
