@@ -114,6 +114,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		vcs:           newVCRegistry(),
 		nonLeafTypes:  nonLeafCellTypes(args.PhysicalCluster),
 	}
+	p.warnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.evictor = newEvictor(ctx, p.deletePod)
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
@@ -174,6 +175,21 @@ func nonLeafCellTypes(pc config.PhysicalClusterSpec) map[string]leafCount {
 		size(t, 0)
 	}
 	return out
+}
+
+// warnSkuTypes logs the skuTypes (HiveD's section, accepted and not used)
+// whose name is not a leaf cell type: most likely a typo in a HiveD config.
+func (p *HiveSched) warnSkuTypes(logger klog.Logger, pc config.PhysicalClusterSpec) {
+	leaves := sets.New[string]()
+	for _, c := range p.nonLeafTypes {
+		leaves.Insert(c.Leaf)
+	}
+	for name := range pc.SkuTypes {
+		if !leaves.Has(name) {
+			logger.Info("physicalCluster.skuTypes names a type that is not a leaf cell type (skuTypes is accepted as in HiveD and not used for scheduling)",
+				"skuType", name, "leafCellTypes", sets.List(leaves))
+		}
+	}
 }
 
 // checkLeafCellType refuses a request for a cell type that is not a leaf

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/klog/v2/ktesting"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/hivesched/hivesched/apis/config"
@@ -288,4 +289,20 @@ func TestPlacementRecordRoundTrip(t *testing.T) {
 	_, err = decodePlacement(`{"group":"x"}`)
 	require.Error(t, err)
 	require.Equal(t, "4,5,6,7", indicesString(rec.LeafCellIndices))
+}
+
+// skuTypes (HiveD's, accepted and unused) whose name is not a leaf cell
+// type are logged with the leaf cell types.
+func TestWarnSkuTypes(t *testing.T) {
+	pc := config.PhysicalClusterSpec{
+		CellTypes: map[string]config.CellTypeSpec{"K80-NODE": {ChildCellType: "K80", ChildCellNumber: 4, IsNodeLevel: true}},
+		SkuTypes:  map[string]v1.ResourceList{"K80": {"gpu": resource.MustParse("1")}, "K8O": {"gpu": resource.MustParse("1")}},
+	}
+	p := &HiveSched{nonLeafTypes: nonLeafCellTypes(pc)}
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	p.warnSkuTypes(logger, pc)
+	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+	require.Contains(t, logs, `skuType="K8O"`)
+	require.Contains(t, logs, `leafCellTypes=["K80"]`)
+	require.NotContains(t, logs, `skuType="K80"`)
 }
