@@ -124,6 +124,15 @@ func TestSchedulerConfigurations(t *testing.T) {
 			require.Contains(t, fit.IgnoredResources, hivesched.HivedSchedulingEnableResource)
 			require.NotNil(t, fit.ScoringStrategy, "the default scoring strategy is kept")
 			require.Equal(t, schedconfig.LeastAllocated, fit.ScoringStrategy.Type)
+
+			// The API server comes from clientConnection.kubeconfig
+			// (kube-scheduler ignores --kubeconfig when --config is given):
+			// empty in the samples, for deployment.yaml's service account,
+			// on the line hack/local-up.sh fills in with its kubeconfig.
+			require.Empty(t, cfg.ClientConnection.Kubeconfig)
+			raw, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.Regexp(t, `(?m)^clientConnection:\n(  #.*\n)*  kubeconfig: ""$`, string(raw))
 		})
 	}
 }
