@@ -856,38 +856,44 @@ func bindCost(c *Cell) int64 {
 
 // bestFreeAt is the best level-m cell in (or split out of) a free cell of
 // level h. Free cells are keyed by their penalty, every cell with an
-// unschedulable leaf after every cell without. At h == m the scan returns at
-// the first wholly schedulable cell, so it goes past the (few) cells with
-// bad or unready hardware only. Splitting (h > m), it prefers a wholly
-// schedulable part of a damaged cell: a cell with bad hardware cannot back a
-// level-h virtual cell anyway, so splitting it keeps the clean ones whole
-// for the VCs that reserved cells of their size (the buddy rule: split what
-// is least useful whole).
+// unschedulable leaf (a damaged cell) after every cell without, so the scans
+// below visit only damaged cells (few) besides the one they return. At
+// h == m it is the first wholly schedulable cell. Splitting (h > m), a
+// wholly schedulable part of a damaged cell comes first: a damaged cell
+// cannot back a level-h virtual cell anyway, so splitting it keeps the clean
+// ones whole for the VCs that reserved cells of their size (the buddy rule:
+// split what is least useful whole); else the first clean cell, split along
+// its lowest-penalty children.
 func bestFreeAt(ch *chain, h, m int) *Cell {
 	fl := ch.freeList[h]
-	var best, firstClean *Cell
-	for key := fl.next(0); key >= 0; key = fl.next(key + 1) {
-		for _, x := range fl.buckets[key] {
-			c := bestDescendant(x, m)
-			if c == nil {
-				continue
-			}
-			if c.unschedLeaves == 0 {
-				if h == m || x.unschedLeaves > 0 {
+	damaged := ch.leafCount[h] + 1 // the lowest key of a damaged cell
+	var best *Cell
+	scan := func(from, to int32) *Cell {
+		for key := fl.next(from); key >= 0 && key < to; key = fl.next(key + 1) {
+			for _, x := range fl.buckets[key] {
+				c := bestDescendant(x, m)
+				if c == nil {
+					continue
+				}
+				if c.unschedLeaves == 0 {
 					return c
 				}
-				if firstClean == nil {
-					firstClean = c
+				if best == nil || bindCost(c) < bindCost(best) {
+					best = c
 				}
-				continue
-			}
-			if best == nil || bindCost(c) < bindCost(best) {
-				best = c
 			}
 		}
+		return nil
 	}
-	if firstClean != nil {
-		return firstClean
+	if h > m {
+		if c := scan(damaged, math.MaxInt32); c != nil {
+			return c
+		}
+		if c := scan(0, damaged); c != nil {
+			return c
+		}
+	} else if c := scan(0, math.MaxInt32); c != nil {
+		return c
 	}
 	return best
 }
