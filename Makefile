@@ -25,9 +25,10 @@ e2e:
 	bash hack/local-up.sh
 	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig $(GO) test -count=1 -v -timeout 20m ./test/e2e/...
 
-## build: the scheduler binary, version stamped, into bin/
+## build: the scheduler binary, version stamped, and hived-convert (HiveD's virtualClusters to VirtualClusters) into bin/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/hivesched-scheduler ./cmd/hivesched-scheduler
+	$(GO) build -o $(BIN)/hived-convert ./cmd/hived-convert
 
 ## test: what CI runs: vet, unit tests (with 100k model operations), integration tests on a real API server
 test: vet unit integration
@@ -36,7 +37,7 @@ vet:
 	$(GO) vet ./...
 
 unit:
-	$(GO) test -count=1 ./apis/... ./plugins/... ./test/manifests/... ./test/perf/...
+	$(GO) test -count=1 ./apis/... ./cmd/... ./plugins/... ./test/manifests/... ./test/perf/...
 
 integration:
 	$(GO) test -count=1 -timeout 20m ./test/integration/...
@@ -51,9 +52,11 @@ verify:
 generate:
 	bash hack/update-codegen.sh
 
-## soak: the randomized model test with 1e6 operations
+## soak: the randomized model test with 1e6 operations (safety and the VC guarantee after every step; prints the counts)
 soak:
-	$(GO) test -count=1 -run TestModelRandomized -timeout 3h ./plugins/cellcore/ -args -model.ops=1000000
+	@mkdir -p $(OUT)
+	@$(GO) test -count=1 -v -run TestModelRandomized -timeout 3h ./plugins/cellcore/ -args -model.ops=1000000 > $(OUT)/soak.txt 2>&1; st=$$?; \
+	grep -E 'model_test.go|^(ok|FAIL|--- |PASS)' $(OUT)/soak.txt; echo "full log: $(OUT)/soak.txt"; exit $$st
 
 ## bench-core: the cell core's placement, preemption and build benchmarks
 bench-core:

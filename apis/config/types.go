@@ -17,6 +17,7 @@ limitations under the License.
 package config
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -52,6 +53,13 @@ type PhysicalClusterSpec struct {
 
 	// PhysicalCells are the top-level physical cells.
 	PhysicalCells []PhysicalCellSpec
+
+	// SkuTypes is HiveD's skuTypes section: the resources (gpu, cpu,
+	// memory, ...) that go with one leaf cell of each leaf cell type. HiveD
+	// does not schedule by it (OpenPAI's RestServer sizes pod requests from
+	// it), and neither does hivesched: it is accepted, so that a HiveD
+	// physicalCluster section loads as it is, and otherwise ignored.
+	SkuTypes map[string]corev1.ResourceList
 }
 
 // CellTypeSpec defines a cell type as ChildCellNumber cells of ChildCellType.

@@ -22,6 +22,8 @@ limitations under the License.
 package config
 
 import (
+	v1 "k8s.io/api/core/v1"
+	resource "k8s.io/apimachinery/pkg/api/resource"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -105,6 +107,23 @@ func (in *PhysicalClusterSpec) DeepCopyInto(out *PhysicalClusterSpec) {
 		*out = make([]PhysicalCellSpec, len(*in))
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
+	if in.SkuTypes != nil {
+		in, out := &in.SkuTypes, &out.SkuTypes
+		*out = make(map[string]v1.ResourceList, len(*in))
+		for key, val := range *in {
+			var outVal map[v1.ResourceName]resource.Quantity
+			if val == nil {
+				(*out)[key] = nil
+			} else {
+				in, out := &val, &outVal
+				*out = make(v1.ResourceList, len(*in))
+				for key, val := range *in {
+					(*out)[key] = val.DeepCopy()
+				}
+			}
+			(*out)[key] = outVal
 		}
 	}
 	return

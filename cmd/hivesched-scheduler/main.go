@@ -1,7 +1,9 @@
 // Command hivesched-scheduler is kube-scheduler with the HiveSched plugin
 // compiled in. Configure it with a KubeSchedulerConfiguration that enables
-// the plugin (manifests/scheduler-config*.yaml); every kube-scheduler flag
-// works as usual. The version is stamped at build time (make build).
+// the plugin (manifests/scheduler/config-*.yaml); every kube-scheduler flag
+// works as usual, and as in kube-scheduler the API server comes from the
+// configuration's clientConnection.kubeconfig (--kubeconfig is ignored when
+// --config is given). The version is stamped at build time (make build).
 package main
 
 import (

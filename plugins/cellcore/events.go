@@ -297,6 +297,17 @@ func (k *Core) rollback(g *AffinityGroup) error {
 		g.slots[i].podKey = ""
 	}
 	g.livePods = 0
+	// A lazy downgrade is about the cells a group ran on: with them given
+	// back, the group is guaranteed again, and its VC owes it its cells. A
+	// group whose VC was removed meanwhile asks for the VC of that name, if
+	// there is one again (else Schedule refuses it).
+	g.downgraded = false
+	if g.vc == nil {
+		if v := k.vcs[g.spec.VirtualCluster]; v != nil {
+			g.vc = v
+			v.agCount[g.state]++
+		}
+	}
 	return k.setAGState(g, AGx1)
 }
 

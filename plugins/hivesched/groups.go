@@ -169,7 +169,23 @@ func (x *groupIndex) staleAllocation(group string, timeout time.Duration) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	g := x.groups[group]
-	if g == nil || g.allocatedAt.IsZero() || time.Since(g.allocatedAt) < 2*timeout || len(g.reserved) > 0 {
+	if g == nil || g.allocatedAt.IsZero() || time.Since(g.allocatedAt) < 2*timeout {
+		return false
+	}
+	return g.unused()
+}
+
+// unused: no member of the group is reserved or bound, so rolling its
+// allocation back takes nothing from a running or binding pod.
+func (x *groupIndex) unused(group string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	g := x.groups[group]
+	return g == nil || g.unused()
+}
+
+func (g *groupMembers) unused() bool {
+	if len(g.reserved) > 0 {
 		return false
 	}
 	for _, p := range g.pods {

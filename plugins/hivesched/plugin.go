@@ -58,6 +58,7 @@ type HiveSched struct {
 	vcClient      versioned.Interface
 	groups        *groupIndex
 	vcs           *vcRegistry
+	nonLeafTypes  map[string]leafCount // cell types that are not leaf cell types
 	evictor       *evictor
 	records       *recordWriter // placement records of downgraded groups
 	statusKick    chan struct{} // a VC status may have changed
@@ -113,8 +114,10 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		vcClient:      vcClient,
 		groups:        newGroupIndex(),
 		vcs:           newVCRegistry(),
+		nonLeafTypes:  nonLeafCellTypes(args.PhysicalCluster),
 		statusKick:    make(chan struct{}, 1),
 	}
+	p.warnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.evictor = newEvictor(ctx, p.deletePod)
 	p.records = newRecordWriter(p.syncDowngradeRecord, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
@@ -148,6 +151,64 @@ func CoreConfig(pc config.PhysicalClusterSpec) cellcore.Config {
 		cfg.PhysicalCells = append(cfg.PhysicalCells, conv(s))
 	}
 	return cfg
+}
+
+// leafCount is a cell type's size: Leaves cells of leaf cell type Leaf.
+type leafCount struct {
+	Leaf   string
+	Leaves int32
+}
+
+// nonLeafCellTypes maps every cell type that is not a leaf cell type to its
+// size in leaf cells. The cell core has validated the hierarchy (no cycles).
+func nonLeafCellTypes(pc config.PhysicalClusterSpec) map[string]leafCount {
+	out := map[string]leafCount{}
+	var size func(t string, depth int) leafCount
+	size = func(t string, depth int) leafCount {
+		ct, ok := pc.CellTypes[t]
+		if !ok || depth > len(pc.CellTypes) {
+			return leafCount{Leaf: t, Leaves: 1}
+		}
+		if c, ok := out[t]; ok {
+			return c
+		}
+		c := size(ct.ChildCellType, depth+1)
+		c.Leaves *= ct.ChildCellNumber
+		out[t] = c
+		return c
+	}
+	for t := range pc.CellTypes {
+		size(t, 0)
+	}
+	return out
+}
+
+// warnSkuTypes logs the skuTypes (HiveD's section, accepted and not used)
+// whose name is not a leaf cell type: most likely a typo in a HiveD config.
+func (p *HiveSched) warnSkuTypes(logger klog.Logger, pc config.PhysicalClusterSpec) {
+	leaves := sets.New[string]()
+	for _, c := range p.nonLeafTypes {
+		leaves.Insert(c.Leaf)
+	}
+	for name := range pc.SkuTypes {
+		if !leaves.Has(name) {
+			logger.Info("physicalCluster.skuTypes names a type that is not a leaf cell type (skuTypes is accepted as in HiveD and not used for scheduling)",
+				"skuType", name, "leafCellTypes", sets.List(leaves))
+		}
+	}
+}
+
+// checkLeafCellType refuses a request for a cell type that is not a leaf
+// cell type (HiveD v2 lets a pod ask for whole cells such as a node): the
+// core counts a pod's cells in leaf cells and would only say the type is
+// unknown.
+func (p *HiveSched) checkLeafCellType(req *podRequest) error {
+	c, ok := p.nonLeafTypes[req.group.LeafCellType]
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("cell type %q is not a leaf cell type (one %s is %d %s): ask for leaf cell type %s and count the pod's cells in %s (HiveD: leafCellType, or cellType in version v2)",
+		req.group.LeafCellType, req.group.LeafCellType, c.Leaves, c.Leaf, c.Leaf, c.Leaf)
 }
 
 // ours: is the pod this scheduler's? Pods of this profile are, and so is
@@ -237,6 +298,9 @@ func reject(state fwk.CycleState, code fwk.Code, msg string) (*framework.PreFilt
 // decides for the whole group (AG e0 or e1); the others find their slot.
 func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
 	req, err := p.request(pod)
+	if err == nil && req != nil {
+		err = p.checkLeafCellType(req)
+	}
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
@@ -372,10 +436,13 @@ func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // HiveSched, says "no new claims to deallocate" for any pod without claims.)
 // Pods HiveSched did not refuse (a plain pod, or ours rejected by another
 // Filter plugin) are left to the other PostFilter plugins.
-func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	s := readState(state)
 	if s != nil && s.rejected {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
+	}
+	if s != nil && s.preempt == nil && s.node != "" {
+		p.releaseRejectedPlacement(klog.FromContext(ctx), pod, s, statuses.Get(s.node))
 	}
 	if s == nil || s.preempt == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -393,6 +460,34 @@ func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v
 	}
 	return &framework.PostFilterResult{NominatingInfo: &framework.NominatingInfo{NominatedNodeName: node, NominatingMode: framework.ModeOverride}},
 		fwk.NewStatus(fwk.Success)
+}
+
+// releaseRejectedPlacement gives back the cells of a placed group whose pod
+// the node it was placed on rejects for good: another filter said
+// UnschedulableAndUnresolvable (a node selector or taint that does not
+// match, less allocatable than the pod asks for, an unhealthy node), so
+// holding the cells only keeps them from the VC's other groups. When no
+// member of the group got through yet (none reserved or bound), the group is
+// rolled back at once (x1) and placed again when the pod is retried. A
+// member waiting at Permit instead times out and Unreserve rolls the group
+// back; a resolvable rejection (the node is busy now) keeps the cells until
+// PreFilter finds the placement stale (twice the Permit timeout).
+func (p *HiveSched) releaseRejectedPlacement(logger klog.Logger, pod *v1.Pod, s *cycleState, st *fwk.Status) {
+	if st == nil || st.Code() != fwk.UnschedulableAndUnresolvable || !p.groups.unused(s.group) {
+		return
+	}
+	if err := p.core.RollbackAffinityGroup(s.group); err != nil {
+		return // not Allocated (any more): nothing is held for it
+	}
+	p.statusChanged()
+	plugin, reasons := st.Plugin(), strings.Join(st.Reasons(), "; ")
+	msg := fmt.Sprintf("affinity group %s gave its cells back: node %s, where it was placed, rejects the pod (%s: %s); it is placed again when the pod is retried",
+		s.group, s.node, plugin, reasons)
+	if strings.Contains(reasons, HivedSchedulingEnableResource) {
+		msg += fmt.Sprintf("; the scheduler profile must list %s in NodeResourcesFit's ignoredResources (manifests/scheduler)", HivedSchedulingEnableResource)
+	}
+	logger.Info("placed affinity group rolled back: its node rejects the pod", "pod", klog.KObj(pod), "group", s.group, "node", s.node, "plugin", plugin, "reasons", reasons)
+	p.event(pod, v1.EventTypeWarning, "PlacementRejected", msg)
 }
 
 // evictVictims deletes every pod of every victim group (whole gangs), in the

@@ -12,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/klog/v2/ktesting"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/hivesched/hivesched/apis/config"
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 )
@@ -72,8 +74,9 @@ func TestParsePodErrors(t *testing.T) {
 		"size not in shape":   {pod(grp, map[string]string{AnnotationGroupMembers: "2x8"}, 4), "has no member of that size"},
 		"hived bad yaml":      {pod(nil, map[string]string{HivedSpecAnnotation: "a: ["}, 0), "not valid YAML"},
 		"hived no vc":         {pod(nil, map[string]string{HivedSpecAnnotation: "priority: 0\nleafCellNumber: 1"}, 0), "virtualCluster is empty"},
-		"hived no priority":   {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\nleafCellNumber: 1"}, 0), "priority is missing"},
 		"hived no leaves":     {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\npriority: 0"}, 0), "leafCellNumber must be positive"},
+		"hived request disagrees": {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\nleafCellNumber: 4"}, 8),
+			"pod requests 8 nvidia.com/gpu but its annotation hivedscheduler.microsoft.com/pod-scheduling-spec asks for leafCellNumber 4: request 4 nvidia.com/gpu, or none"},
 		"hived empty members": {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\npriority: 0\nleafCellNumber: 1\naffinityGroup: {name: g}"}, 0), "members is empty"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -90,6 +93,152 @@ func TestParsePodHived(t *testing.T) {
 	require.True(t, r.hived)
 	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/g", VirtualCluster: "vc1", Priority: -1, LeafCellType: "K80",
 		Members: []cellcore.AffinityGroupMember{{PodNumber: 3, LeafCellNumber: 2}}}, r.group)
+}
+
+// A HiveD pod may request the leaf cell resource (then exactly its
+// leafCellNumber) or not at all, as HiveD's own pods do.
+func TestParsePodHivedLeafRequest(t *testing.T) {
+	spec := map[string]string{HivedSpecAnnotation: "virtualCluster: vc1\nleafCellNumber: 4"}
+	for _, gpus := range []int64{0, 4} {
+		r, err := parsePod(pod(nil, spec, gpus), gpu)
+		require.NoError(t, err, "request %d", gpus)
+		require.Equal(t, int32(4), r.leafCellNumber)
+	}
+	_, err := parsePod(pod(nil, spec, 2), gpu)
+	require.ErrorContains(t, err, "pod requests 2 nvidia.com/gpu but its annotation "+HivedSpecAnnotation+" asks for leafCellNumber 4")
+	// Another leaf resource name is what counts.
+	_, err = parsePod(pod(nil, spec, 2), "example.com/npu")
+	require.NoError(t, err)
+}
+
+// HiveD's priority defaults to 0 (guaranteed) when the spec leaves it out,
+// as in HiveD; an explicit value is kept.
+func TestParsePodHivedPriorityDefault(t *testing.T) {
+	r, err := parsePod(pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: vc1\nleafCellNumber: 1"}, 0), gpu)
+	require.NoError(t, err)
+	require.Equal(t, int32(0), r.group.Priority)
+	r, err = parsePod(pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: vc1\npriority: 7\nleafCellNumber: 1"}, 0), gpu)
+	require.NoError(t, err)
+	require.Equal(t, int32(7), r.group.Priority)
+	r, err = parsePod(pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: vc1\npriority: -1\nleafCellNumber: 1"}, 0), gpu)
+	require.NoError(t, err)
+	require.Equal(t, int32(-1), r.group.Priority)
+}
+
+// HiveD's version v2: cellType/cellNumber and a podRootGroup tree, whose
+// pods (HiveD's "pod" entry or, in its first v2, a "pods" list) and child
+// groups are one gang.
+func TestParsePodHivedV2(t *testing.T) {
+	v2 := func(spec string, gpus int64) (*podRequest, error) {
+		return parsePod(pod(nil, map[string]string{HivedSpecAnnotation: spec}, gpus), gpu)
+	}
+	// HiveD's own example of a pod alone (example/request/basic).
+	r, err := v2("version: v2\nvirtualCluster: VC1\npriority: 1000\ncellType: K80\ncellNumber: 1\npodRootGroup: null", 0)
+	require.NoError(t, err)
+	require.True(t, r.hived)
+	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/p0", VirtualCluster: "VC1", Priority: 1000, LeafCellType: "K80",
+		Members: []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: 1}}}, r.group)
+	require.Equal(t, int32(1), r.leafCellNumber)
+
+	// The shape of HiveD's example/request/design tree (a root without pods,
+	// two child groups), without withinOneCell; this pod is the 1-cell one.
+	tree := `version: v2
+virtualCluster: vc3
+cellType: K80
+cellNumber: 1
+lazyPreemptionEnable: true
+gangReleaseEnable: true
+podRootGroup:
+  name: demo3/group_0
+  pod: null
+  childGroups:
+  - withinOneCell: null
+    pod:
+      podMinNumber: 2
+      podMaxNumber: 2
+      cellsPerPod: {cellType: K80, cellNumber: 2}
+      containsCurrentPod: false
+    childGroups: null
+  - pod:
+      podMinNumber: 1
+      podMaxNumber: 1
+      cellsPerPod: {cellNumber: 1}
+      containsCurrentPod: true
+`
+	r, err = v2(tree, 1)
+	require.NoError(t, err)
+	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/demo3/group_0", VirtualCluster: "vc3", LeafCellType: "K80", LazyPreemptionEnable: true,
+		Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 2}, {PodNumber: 1, LeafCellNumber: 1}}}, r.group)
+	require.Equal(t, 3, r.totalPods())
+
+	// The first v2's "pods" list, and a pod that names no cell type: its
+	// group's members do.
+	r, err = v2(`version: v2
+virtualCluster: vc1
+cellNumber: 8
+podRootGroup:
+  name: g
+  pods:
+  - {podMinNumber: 4, podMaxNumber: 4, cellsPerPod: {cellType: V100, cellNumber: 8}, containsCurrentPod: true}
+  childGroups:
+  - pods:
+    - {podMinNumber: 1, cellsPerPod: {cellType: V100, cellNumber: 4}}
+`, 8)
+	require.NoError(t, err)
+	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/g", VirtualCluster: "vc1", LeafCellType: "V100",
+		Members: []cellcore.AffinityGroupMember{{PodNumber: 4, LeafCellNumber: 8}, {PodNumber: 1, LeafCellNumber: 4}}}, r.group)
+
+	member := func(extra string) string {
+		return "version: v2\nvirtualCluster: a\ncellType: K80\ncellNumber: 2\npodRootGroup:\n  name: g\n" + extra
+	}
+	current := "  pod: {podMinNumber: 2, podMaxNumber: 2, cellsPerPod: {cellType: K80, cellNumber: 2}, containsCurrentPod: true}\n"
+	for name, tc := range map[string]struct {
+		spec string
+		gpus int64
+		want string
+	}{
+		"withinOneCell": {member("  withinOneCell: K80-NODE\n" + current), 0,
+			`podRootGroup.withinOneCell "K80-NODE" is not supported: hivesched packs a group into the smallest cell that holds it`},
+		"nested withinOneCell": {member(current + "  childGroups:\n  - withinOneCell: K80-SWITCH\n    pod: {podMinNumber: 1, cellsPerPod: {cellNumber: 1}}\n"), 0,
+			`podRootGroup.childGroups[0].withinOneCell "K80-SWITCH" is not supported`},
+		"elastic": {member("  pod: {podMinNumber: 2, podMaxNumber: 4, cellsPerPod: {cellNumber: 2}, containsCurrentPod: true}\n"), 0,
+			"podRootGroup.pod: podMinNumber 2 and podMaxNumber 4 differ, and elastic groups are not supported"},
+		"no pods":       {member(""), 0, "podRootGroup has no pods"},
+		"no current":    {member("  pod: {podMinNumber: 2, cellsPerPod: {cellNumber: 2}}\n"), 0, "no member of podRootGroup has containsCurrentPod: true"},
+		"two current":   {member(current + "  childGroups:\n  - pod: {podMinNumber: 1, cellsPerPod: {cellNumber: 2}, containsCurrentPod: true}\n"), 0, "podRootGroup.pod and podRootGroup.childGroups[0].pod both have containsCurrentPod"},
+		"current size":  {member("  pod: {podMinNumber: 2, cellsPerPod: {cellNumber: 4}, containsCurrentPod: true}\n"), 0, "podRootGroup.pod has containsCurrentPod but cellsPerPod.cellNumber 4, not the pod's cellNumber 2"},
+		"zero cells":    {member("  pods:\n  - {podMinNumber: 2, containsCurrentPod: true}\n"), 0, "podRootGroup.pods[0].cellsPerPod.cellNumber must be positive, got 0"},
+		"zero pods":     {member("  pod: {cellsPerPod: {cellNumber: 2}, containsCurrentPod: true}\n"), 0, "podRootGroup.pod.podMinNumber must be positive, got 0"},
+		"other type":    {member(current + "  childGroups:\n  - pod: {podMinNumber: 1, cellsPerPod: {cellType: K80-NODE, cellNumber: 1}}\n"), 0, `podRootGroup.childGroups[0].pod.cellsPerPod.cellType "K80-NODE" differs from cell type "K80"`},
+		"no name":       {"version: v2\nvirtualCluster: a\ncellNumber: 2\npodRootGroup: {pod: {podMinNumber: 1}}", 0, "podRootGroup.name is empty"},
+		"no cellNumber": {"version: v2\nvirtualCluster: a\ncellType: K80", 0, "cellNumber must be positive, got 0"},
+		"v1 fields":     {"version: v2\nvirtualCluster: a\nleafCellNumber: 2", 0, "are fields of version v1: version v2 names cellType, cellNumber and podRootGroup"},
+		"no version":    {"virtualCluster: a\ncellType: K80\ncellNumber: 2", 0, "are fields of HiveD's version v2: add version: v2"},
+		"bad version":   {"version: v3\nvirtualCluster: a\ncellNumber: 2", 0, `version "v3" is not supported: write v1`},
+		"gpu request":   {member(current), 4, "pod requests 4 nvidia.com/gpu but its annotation " + HivedSpecAnnotation + " asks for cellNumber 2"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := v2(tc.spec, tc.gpus)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// A request for a cell type that is not a leaf cell type is refused with its
+// size in leaf cells.
+func TestCheckLeafCellType(t *testing.T) {
+	pc := config.PhysicalClusterSpec{CellTypes: map[string]config.CellTypeSpec{
+		"V100-SWITCH": {ChildCellType: "V100", ChildCellNumber: 2},
+		"V100-NODE":   {ChildCellType: "V100-SWITCH", ChildCellNumber: 4, IsNodeLevel: true},
+		"T4-NODE":     {ChildCellType: "T4", ChildCellNumber: 4, IsNodeLevel: true},
+	}}
+	p := &HiveSched{nonLeafTypes: nonLeafCellTypes(pc)}
+	require.Equal(t, map[string]leafCount{"V100-SWITCH": {"V100", 2}, "V100-NODE": {"V100", 8}, "T4-NODE": {"T4", 4}}, p.nonLeafTypes)
+	for _, leaf := range []string{"", "V100", "T4", "H100"} { // unknown types are the core's to refuse
+		require.NoError(t, p.checkLeafCellType(&podRequest{group: cellcore.AffinityGroupSpec{LeafCellType: leaf}}))
+	}
+	err := p.checkLeafCellType(&podRequest{group: cellcore.AffinityGroupSpec{LeafCellType: "V100-NODE"}})
+	require.ErrorContains(t, err, `cell type "V100-NODE" is not a leaf cell type (one V100-NODE is 8 V100): ask for leaf cell type V100`)
 }
 
 // The shipped sample jobs parse.
@@ -167,4 +316,20 @@ func TestCellsSummaryNamesPinnedCells(t *testing.T) {
 	require.Equal(t, "2xV100-NODE,pinned:a,b,c", cellsSummary(spec("a", "b", "c")))
 	require.Equal(t, "2xV100-NODE,pinned:a,b,+3", cellsSummary(spec("a", "b", "c", "d", "e")))
 	require.Equal(t, "pinned:a", cellsSummary(hv1.VirtualClusterSpec{PinnedCells: []hv1.PinnedCellSpec{{PinnedCellID: "a"}}}))
+}
+
+// skuTypes (HiveD's, accepted and unused) whose name is not a leaf cell
+// type are logged with the leaf cell types.
+func TestWarnSkuTypes(t *testing.T) {
+	pc := config.PhysicalClusterSpec{
+		CellTypes: map[string]config.CellTypeSpec{"K80-NODE": {ChildCellType: "K80", ChildCellNumber: 4, IsNodeLevel: true}},
+		SkuTypes:  map[string]v1.ResourceList{"K80": {"gpu": resource.MustParse("1")}, "K8O": {"gpu": resource.MustParse("1")}},
+	}
+	p := &HiveSched{nonLeafTypes: nonLeafCellTypes(pc)}
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+	p.warnSkuTypes(logger, pc)
+	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+	require.Contains(t, logs, `skuType="K8O"`)
+	require.Contains(t, logs, `leafCellTypes=["K80"]`)
+	require.NotContains(t, logs, `skuType="K80"`)
 }

@@ -41,6 +41,11 @@ func (r *vcRegistry) admits(vc, namespace string) string {
 	defer r.mu.Unlock()
 	e := r.vcs[vc]
 	if e == nil {
+		for name, o := range r.vcs {
+			if o.obj.Annotations[hv1.AnnotationHivedName] == vc {
+				return fmt.Sprintf("virtual cluster %q does not exist: VirtualCluster %q was converted from HiveD's %q (Kubernetes names are lowercase), name it in the pod", vc, name, vc)
+			}
+		}
 		return fmt.Sprintf("virtual cluster %q does not exist (kubectl get virtualclusters)", vc)
 	}
 	if e.rejected != "" {

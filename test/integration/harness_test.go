@@ -160,47 +160,80 @@ func withPinned(pc map[string]any, r, n int, id string) map[string]any {
 	return pc
 }
 
-// profileOption changes the plugins of the scheduler profile or HiveSched's
-// args.
-type profileOption func(plugins, args map[string]any)
+// profileOption changes the scheduler profile (schedulerName, plugins,
+// pluginConfig).
+type profileOption func(profile map[string]any)
 
 // withDefaultBinderFirst leaves HiveSched out of the bind extension point, so
 // DefaultBinder binds and HiveSched's PreBind writes the placement (the
 // fallback for configurations that do not list HiveSched under bind).
-func withDefaultBinderFirst(plugins, _ map[string]any) { delete(plugins, "bind") }
+func withDefaultBinderFirst(profile map[string]any) {
+	delete(profile["plugins"].(map[string]any), "bind")
+}
 
-// withStatusInterval sets statusUpdateIntervalSeconds (the harness uses 1).
+// withSchedulerName names the profile (pods select it by this name).
+func withSchedulerName(name string) profileOption {
+	return func(profile map[string]any) { profile["schedulerName"] = name }
+}
+
+// withoutPluginConfig drops the named plugin's args (its defaults apply).
+func withoutPluginConfig(name string) profileOption {
+	return func(profile map[string]any) {
+		var kept []any
+		for _, pc := range profile["pluginConfig"].([]any) {
+			if pc.(map[string]any)["name"] != name {
+				kept = append(kept, pc)
+			}
+		}
+		profile["pluginConfig"] = kept
+	}
+}
+
+// withStatusInterval sets HiveSched's statusUpdateIntervalSeconds (the
+// harness uses 1).
 func withStatusInterval(seconds int) profileOption {
-	return func(_, args map[string]any) { args["statusUpdateIntervalSeconds"] = seconds }
+	return func(profile map[string]any) {
+		for _, pc := range profile["pluginConfig"].([]any) {
+			if pc.(map[string]any)["name"] == hivesched.Name {
+				pc.(map[string]any)["args"].(map[string]any)["statusUpdateIntervalSeconds"] = seconds
+			}
+		}
+	}
 }
 
 // startScheduler runs the scheduler in process with the HiveSched profile
 // (as manifests/scheduler configures it).
 func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileOpts ...profileOption) *scheduler {
-	plugins := map[string]any{
-		"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
-		"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
-		"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
-		"bind":       map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
-	}
-	args := map[string]any{
-		"permitWaitingTimeSeconds":    5,
-		"statusUpdateIntervalSeconds": 1,
-		"physicalCluster":             physical,
+	profile := map[string]any{
+		"schedulerName": schedulerName,
+		"plugins": map[string]any{
+			"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+			"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
+			"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+			"bind":       map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+		},
+		"pluginConfig": []any{
+			// As manifests/scheduler: HiveD's pods carry a resource no node
+			// advertises.
+			map[string]any{"name": "NodeResourcesFit", "args": map[string]any{
+				"ignoredResources": []any{hivesched.HivedSchedulingEnableResource},
+			}},
+			map[string]any{"name": hivesched.Name, "args": map[string]any{
+				"permitWaitingTimeSeconds":    5,
+				"statusUpdateIntervalSeconds": 1,
+				"physicalCluster":             physical,
+			}},
+		},
 	}
 	for _, o := range profileOpts {
-		o(plugins, args)
+		o(profile)
 	}
 	cfg := map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
 		"kind":             "KubeSchedulerConfiguration",
 		"leaderElection":   map[string]any{"leaderElect": false},
 		"clientConnection": map[string]any{"kubeconfig": c.kubeconfig},
-		"profiles": []any{map[string]any{
-			"schedulerName": schedulerName,
-			"plugins":       plugins,
-			"pluginConfig":  []any{map[string]any{"name": hivesched.Name, "args": args}},
-		}},
+		"profiles":         []any{profile},
 	}
 	raw, err := yaml.Marshal(cfg)
 	require.NoError(t, err)

@@ -12,9 +12,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedvalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/hivesched/hivesched/apis/config"
@@ -26,6 +30,14 @@ import (
 )
 
 func coreFromConfig(t *testing.T, file string) *cellcore.Core {
+	_, k := argsFromConfig(t, file)
+	return k
+}
+
+// argsFromConfig loads a scheduler configuration file as kube-scheduler
+// does (strict decoding) and returns its HiveSched args, validated, and the
+// cell core they build.
+func argsFromConfig(t *testing.T, file string) (*config.HiveSchedArgs, *cellcore.Core) {
 	cfg, err := options.LoadConfigFromFile(klog.Background(), file)
 	require.NoError(t, err)
 	require.Len(t, cfg.Profiles, 1)
@@ -41,14 +53,86 @@ func coreFromConfig(t *testing.T, file string) *cellcore.Core {
 	require.NoError(t, validation.ValidateHiveSchedArgs(nil, args))
 	k, err := cellcore.New(hivesched.CoreConfig(args.PhysicalCluster))
 	require.NoError(t, err)
-	return k
+	return args, k
+}
+
+// hivedSchedulerConfig writes a scheduler configuration whose HiveSched args
+// carry physicalCluster (a HiveD config's section, as it is).
+func hivedSchedulerConfig(t *testing.T, physicalCluster any) string {
+	cfg := map[string]any{
+		"apiVersion": "kubescheduler.config.k8s.io/v1",
+		"kind":       "KubeSchedulerConfiguration",
+		"profiles": []any{map[string]any{
+			"schedulerName": "hivedscheduler",
+			"plugins":       map[string]any{"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}}},
+			"pluginConfig":  []any{map[string]any{"name": hivesched.Name, "args": map[string]any{"physicalCluster": physicalCluster}}},
+		}},
+	}
+	raw, err := sigsyaml.Marshal(cfg)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(path, raw, 0o600))
+	return path
+}
+
+func readHivedConfig(t *testing.T) map[string]any {
+	raw, err := os.ReadFile(filepath.Join("testdata", "hived-config.yaml"))
+	require.NoError(t, err)
+	var hived map[string]any
+	require.NoError(t, sigsyaml.Unmarshal(raw, &hived))
+	return hived
+}
+
+// A HiveD config's physicalCluster section, skuTypes included, loads as
+// HiveSched args unchanged. skuTypes is kept in the args and not used.
+func TestHivedPhysicalClusterLoads(t *testing.T) {
+	pc := readHivedConfig(t)["physicalCluster"].(map[string]any)
+	args, k := argsFromConfig(t, hivedSchedulerConfig(t, pc))
+	// K80 pool, 3 nodes, 12 GPUs; V100 rack, 2 nodes, 8 switches, 16 GPUs.
+	require.Equal(t, 1+3+12+1+2+8+16, k.CellCount())
+	sku := args.PhysicalCluster.SkuTypes["K80"]
+	require.Equal(t, resource.MustParse("5"), sku["cpu"])
+	require.Equal(t, resource.MustParse("54Gi"), sku["memory"])
+	require.Equal(t, resource.MustParse("1"), sku["gpu"])
+	require.Len(t, args.PhysicalCluster.SkuTypes, 2)
+
+	// Decoding stays strict: a misspelled section is still an error.
+	pc["skuType"] = pc["skuTypes"]
+	_, err := options.LoadConfigFromFile(klog.Background(), hivedSchedulerConfig(t, pc))
+	require.ErrorContains(t, err, `unknown field "physicalCluster.skuType"`)
 }
 
 func TestSchedulerConfigurations(t *testing.T) {
 	for _, f := range []string{"config-second-scheduler.yaml", "config-default-profile.yaml"} {
 		t.Run(f, func(t *testing.T) {
-			k := coreFromConfig(t, filepath.Join("..", "..", "manifests", "scheduler", f))
+			path := filepath.Join("..", "..", "manifests", "scheduler", f)
+			k := coreFromConfig(t, path)
 			require.Positive(t, k.CellCount())
+
+			// HiveD's pods pass NodeResourcesFit: the profile ignores the
+			// resource they carry and no node advertises.
+			cfg, err := options.LoadConfigFromFile(klog.Background(), path)
+			require.NoError(t, err)
+			require.NoError(t, schedvalidation.ValidateKubeSchedulerConfiguration(cfg))
+			var fit *schedconfig.NodeResourcesFitArgs
+			for _, pc := range cfg.Profiles[0].PluginConfig {
+				if pc.Name == names.NodeResourcesFit {
+					fit, _ = pc.Args.(*schedconfig.NodeResourcesFitArgs)
+				}
+			}
+			require.NotNil(t, fit, "no NodeResourcesFit args")
+			require.Contains(t, fit.IgnoredResources, hivesched.HivedSchedulingEnableResource)
+			require.NotNil(t, fit.ScoringStrategy, "the default scoring strategy is kept")
+			require.Equal(t, schedconfig.LeastAllocated, fit.ScoringStrategy.Type)
+
+			// The API server comes from clientConnection.kubeconfig
+			// (kube-scheduler ignores --kubeconfig when --config is given):
+			// empty in the samples, for deployment.yaml's service account,
+			// on the line hack/local-up.sh fills in with its kubeconfig.
+			require.Empty(t, cfg.ClientConnection.Kubeconfig)
+			raw, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.Regexp(t, `(?m)^clientConnection:\n(  #.*\n)*  kubeconfig: ""$`, string(raw))
 		})
 	}
 }

@@ -223,11 +223,18 @@ func schedulerConfig(n int, bindFirst bool) map[string]any {
 		"profiles": []any{map[string]any{
 			"schedulerName": "default-scheduler",
 			"plugins":       plugins,
-			"pluginConfig": []any{map[string]any{"name": hivesched.Name, "args": map[string]any{
-				"permitWaitingTimeSeconds":    60,
-				"statusUpdateIntervalSeconds": 5,
-				"physicalCluster":             physicalCluster(n),
-			}}},
+			"pluginConfig": []any{
+				// As manifests/scheduler: HiveD's pods carry a resource no
+				// node advertises.
+				map[string]any{"name": "NodeResourcesFit", "args": map[string]any{
+					"ignoredResources": []any{hivesched.HivedSchedulingEnableResource},
+				}},
+				map[string]any{"name": hivesched.Name, "args": map[string]any{
+					"permitWaitingTimeSeconds":    60,
+					"statusUpdateIntervalSeconds": 5,
+					"physicalCluster":             physicalCluster(n),
+				}},
+			},
 		}},
 	}
 }

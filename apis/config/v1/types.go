@@ -17,6 +17,7 @@ limitations under the License.
 package v1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -55,6 +56,15 @@ type PhysicalClusterSpec struct {
 
 	// PhysicalCells are the top-level physical cells.
 	PhysicalCells []PhysicalCellSpec `json:"physicalCells,omitempty"`
+
+	// SkuTypes is HiveD's skuTypes section: per leaf cell type, the
+	// resources that go with one leaf cell (e.g. K80: {gpu: 1, cpu: 5,
+	// memory: 54Gi}). HiveD does not schedule by it (OpenPAI's RestServer
+	// sizes pod requests from it), and neither does hivesched: it is
+	// accepted, so that a HiveD physicalCluster section loads as it is, and
+	// otherwise ignored (a name that is not a leaf cell type is logged).
+	// +optional
+	SkuTypes map[string]corev1.ResourceList `json:"skuTypes,omitempty"`
 }
 
 // CellTypeSpec defines a cell type as childCellNumber cells of childCellType.

@@ -25,6 +25,7 @@ import (
 	unsafe "unsafe"
 
 	config "github.com/hivesched/hivesched/apis/config"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	conversion "k8s.io/apimachinery/pkg/conversion"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -175,6 +176,7 @@ func Convert_config_PhysicalCellSpec_To_v1_PhysicalCellSpec(in *config.PhysicalC
 func autoConvert_v1_PhysicalClusterSpec_To_config_PhysicalClusterSpec(in *PhysicalClusterSpec, out *config.PhysicalClusterSpec, s conversion.Scope) error {
 	out.CellTypes = *(*map[string]config.CellTypeSpec)(unsafe.Pointer(&in.CellTypes))
 	out.PhysicalCells = *(*[]config.PhysicalCellSpec)(unsafe.Pointer(&in.PhysicalCells))
+	out.SkuTypes = *(*map[string]corev1.ResourceList)(unsafe.Pointer(&in.SkuTypes))
 	return nil
 }
 
@@ -186,6 +188,7 @@ func Convert_v1_PhysicalClusterSpec_To_config_PhysicalClusterSpec(in *PhysicalCl
 func autoConvert_config_PhysicalClusterSpec_To_v1_PhysicalClusterSpec(in *config.PhysicalClusterSpec, out *PhysicalClusterSpec, s conversion.Scope) error {
 	out.CellTypes = *(*map[string]CellTypeSpec)(unsafe.Pointer(&in.CellTypes))
 	out.PhysicalCells = *(*[]PhysicalCellSpec)(unsafe.Pointer(&in.PhysicalCells))
+	out.SkuTypes = *(*map[string]corev1.ResourceList)(unsafe.Pointer(&in.SkuTypes))
 	return nil
 }
 

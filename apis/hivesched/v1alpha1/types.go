@@ -24,6 +24,11 @@ import (
 // every namespace.
 const AllNamespaces = "*"
 
+// AnnotationHivedName is set on a VirtualCluster converted from a HiveD
+// configuration (cmd/hived-convert) whose HiveD name is not a Kubernetes
+// name: the HiveD name, e.g. "VC1" on VirtualCluster "vc1".
+const AnnotationHivedName = "hivesched.io/hived-name"
+
 // VirtualClusterState is the lifecycle state of a VirtualCluster. The desired
 // state is set in Spec.State; the observed one is reported in Status.State.
 // The states are modelled on YuniKorn queue states.
