@@ -7,13 +7,16 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"sigs.k8s.io/yaml"
 
 	// Registers HiveSchedArgs in the scheduler's configuration scheme.
 	_ "github.com/hivesched/hivesched/apis/config/scheme"
@@ -22,5 +25,42 @@ import (
 
 func main() {
 	command := app.NewSchedulerCommand(app.WithPlugin(hivesched.Name, hivesched.New))
+	run := command.RunE
+	command.RunE = func(cmd *cobra.Command, args []string) error {
+		// With leader election, HiveSched rebuilds its state when this
+		// process starts leading, not at start: a standby's view would
+		// miss what the leader places meanwhile.
+		le, err := leaderElect(cmd)
+		if err != nil {
+			return err
+		}
+		hivesched.AwaitLeadership(le)
+		return run(cmd, args)
+	}
 	os.Exit(cli.Run(command))
+}
+
+// leaderElect reads whether leader election is on as kube-scheduler does:
+// from the --config file when one is given (leaderElection.leaderElect,
+// true when absent), else from the --leader-elect flag.
+func leaderElect(cmd *cobra.Command) (bool, error) {
+	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
+		data, err := os.ReadFile(f.Value.String())
+		if err != nil {
+			return false, err
+		}
+		var cfg struct {
+			LeaderElection struct {
+				LeaderElect *bool `json:"leaderElect"`
+			} `json:"leaderElection"`
+		}
+		if err := yaml.Unmarshal(data, &cfg); err != nil {
+			return false, fmt.Errorf("reading %s: %w", f.Value.String(), err)
+		}
+		return cfg.LeaderElection.LeaderElect == nil || *cfg.LeaderElection.LeaderElect, nil
+	}
+	if f := cmd.Flags().Lookup("leader-elect"); f != nil {
+		return f.Value.String() == "true", nil
+	}
+	return true, nil
 }

@@ -130,6 +130,47 @@ func (k *Core) AffinityGroupState(name string) (AGState, bool) {
 	return g.state, true
 }
 
+// PodAssigned reports whether the pod holds a slot of the group (cheap: no
+// placement copied).
+func (k *Core) PodAssigned(group, podKey string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	g := k.groups[group]
+	if g == nil {
+		return false
+	}
+	for _, s := range g.slots {
+		if s.podKey == podKey {
+			return true
+		}
+	}
+	return false
+}
+
+// JoinsPlacement reports whether a pod of leafCellNumber leaf cells joining
+// the group takes cells the group already holds (a slot of its placement,
+// decided with the group, or the slot of a member that is gone), rather than
+// a slot that needs new cells: extension x3, a member that was not running
+// when the group was recovered. Taking new cells binds more of the VC, so the
+// plugin admits such a member as it admits a new group.
+func (k *Core) JoinsPlacement(group, podKey string, leafCellNumber int32) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	g := k.groups[group]
+	if g == nil || g.placement == nil {
+		return false
+	}
+	for i, s := range g.slots {
+		if s.podKey == podKey {
+			return true
+		}
+		if s.podKey == "" && s.leafCellNumber == leafCellNumber && len(g.placement[i]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // CheckMember checks that a pod's request agrees with its known group: the
 // members of one group must agree on VC, priority, leaf cell type, pinned
 // cell and members.

@@ -159,10 +159,17 @@ func (p *HiveSched) syncDowngradeRecord(ctx context.Context, key string) error {
 	if err != nil || rec.Downgraded || !p.groupDowngraded(rec.Group) {
 		return nil
 	}
+	if !p.signer.verify(pod) {
+		return nil // not hivesched's record: nothing to keep up to date
+	}
 	rec.Downgraded = true
+	encoded := rec.encode()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": pod.ResourceVersion,
-		"annotations":     map[string]string{AnnotationPlacement: rec.encode()},
+		"annotations": map[string]string{
+			AnnotationPlacement:          encoded,
+			AnnotationPlacementSignature: p.signer.sign(pod, encoded),
+		},
 	}})
 	if err != nil {
 		return err

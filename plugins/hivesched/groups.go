@@ -1,6 +1,7 @@
 package hivesched
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -15,12 +16,8 @@ type groupIndex struct {
 	mu     sync.Mutex
 	parsed map[types.UID]parsedPod
 	groups map[string]*groupMembers
-}
-
-type parsedPod struct {
-	rv  string
-	req *podRequest
-	err error
+	// refused: bound pods whose placement record was reported untrusted.
+	refused map[types.UID]bool
 }
 
 type groupMembers struct {
@@ -34,6 +31,38 @@ type groupMembers struct {
 	downgraded bool
 }
 
+// parsedPod is a pod's request as first read. Once a pod has a valid
+// request, it is its request for good: the group a pod belongs to keys the
+// bookkeeping (which group's cells its deletion frees), and labels and
+// annotations can be patched at any time, so a later change must not move
+// the pod to another group (the core would never hear of its deletion and
+// its cells would leak). Changes are ignored and reported once
+// (specChanged). A pod whose request was invalid is read again when it
+// changes, so that fixing a label works.
+type parsedPod struct {
+	rv     string
+	req    *podRequest
+	err    error
+	fp     string // specFingerprint when req was read
+	warned bool   // a change of the request was reported
+	pinned bool   // req comes from the pod's trusted placement record
+}
+
+// specFingerprint is what parsePod reads from a pod's metadata (the
+// resource requests cannot change).
+func specFingerprint(pod *v1.Pod) string {
+	var b strings.Builder
+	for _, k := range []string{LabelVirtualCluster, LabelAffinityGroup} {
+		b.WriteString(pod.Labels[k])
+		b.WriteByte(0)
+	}
+	for _, k := range []string{AnnotationGroupMembers, AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption, HivedSpecAnnotation} {
+		b.WriteString(pod.Annotations[k])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
 func newGroupIndex() *groupIndex {
 	return &groupIndex{parsed: map[types.UID]parsedPod{}, groups: map[string]*groupMembers{}}
 }
@@ -45,12 +74,49 @@ func (x *groupIndex) request(pod *v1.Pod, res v1.ResourceName) (*podRequest, err
 }
 
 func (x *groupIndex) requestLocked(pod *v1.Pod, res v1.ResourceName) (*podRequest, error) {
-	if e, ok := x.parsed[pod.UID]; ok && e.rv == pod.ResourceVersion {
+	e, ok := x.parsed[pod.UID]
+	if ok && e.req != nil && e.err == nil {
+		return e.req, nil
+	}
+	if ok && e.rv == pod.ResourceVersion {
 		return e.req, e.err
 	}
 	req, err := parsePod(pod, res)
-	x.parsed[pod.UID] = parsedPod{rv: pod.ResourceVersion, req: req, err: err}
+	x.parsed[pod.UID] = parsedPod{rv: pod.ResourceVersion, req: req, err: err, fp: specFingerprint(pod)}
 	return req, err
+}
+
+// specChanged reports, once per pod, that the labels or annotations that
+// make its request changed after it was read.
+func (x *groupIndex) specChanged(pod *v1.Pod) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.parsed[pod.UID]
+	if !ok || e.req == nil || e.err != nil || e.warned || e.rv == pod.ResourceVersion || specFingerprint(pod) == e.fp {
+		return false
+	}
+	e.warned = true
+	x.parsed[pod.UID] = e
+	return true
+}
+
+// trackRecorded tracks a bound pod as a member of the group its trusted
+// placement record names (recovery, adoption), whatever its labels say.
+func (x *groupIndex) trackRecorded(pod *v1.Pod, req *podRequest) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e, ok := x.parsed[pod.UID]; ok && e.req != nil && e.req.group.Name != req.group.Name {
+		x.untrackLocked(pod)
+	}
+	x.parsed[pod.UID] = parsedPod{rv: pod.ResourceVersion, req: req, fp: specFingerprint(pod), pinned: true}
+	x.trackLocked(pod, req)
+}
+
+// isPinned: the pod's request comes from its trusted placement record.
+func (x *groupIndex) isPinned(pod *v1.Pod) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.parsed[pod.UID].pinned
 }
 
 // track records a live pod as a member of its group; it returns the group
@@ -62,6 +128,10 @@ func (x *groupIndex) track(pod *v1.Pod, res v1.ResourceName) (string, bool) {
 	if err != nil || req == nil {
 		return "", false
 	}
+	return x.trackLocked(pod, req)
+}
+
+func (x *groupIndex) trackLocked(pod *v1.Pod, req *podRequest) (string, bool) {
 	g := x.groups[req.group.Name]
 	if g == nil {
 		g = &groupMembers{pods: map[types.UID]*v1.Pod{}, reserved: map[types.UID]bool{}, created: pod.CreationTimestamp.Time}
@@ -75,28 +145,32 @@ func (x *groupIndex) track(pod *v1.Pod, res v1.ResourceName) (string, bool) {
 	return req.group.Name, !known && len(g.pods) == req.totalPods()
 }
 
-// untrack forgets a deleted (or finished) pod; it returns its group and
-// whether the group has no member left.
-func (x *groupIndex) untrack(pod *v1.Pod) (string, bool) {
+// untrack forgets a deleted (or finished) pod; it returns the request it was
+// tracked with (nil if none) and whether its group has no member left.
+func (x *groupIndex) untrack(pod *v1.Pod) (*podRequest, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.untrackLocked(pod)
+}
+
+func (x *groupIndex) untrackLocked(pod *v1.Pod) (*podRequest, bool) {
 	e, ok := x.parsed[pod.UID]
 	delete(x.parsed, pod.UID)
-	if !ok || e.req == nil {
-		return "", false
+	if !ok || e.req == nil || e.err != nil {
+		return nil, false
 	}
 	name := e.req.group.Name
 	g := x.groups[name]
 	if g == nil {
-		return name, true
+		return e.req, true
 	}
 	delete(g.pods, pod.UID)
 	delete(g.reserved, pod.UID)
 	if len(g.pods) == 0 {
 		delete(x.groups, name)
-		return name, true
+		return e.req, true
 	}
-	return name, false
+	return e.req, false
 }
 
 func (x *groupIndex) groupOf(pod *v1.Pod) string {
@@ -270,4 +344,25 @@ func (x *groupIndex) mayBeDowngraded(group string) bool {
 	defer x.mu.Unlock()
 	g := x.groups[group]
 	return g != nil && g.downgraded
+}
+
+// firstRefusal reports, once per pod, that its placement record was
+// refused (so that a pod updated often gets one event, not one per update).
+func (x *groupIndex) firstRefusal(pod *v1.Pod) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.refused == nil {
+		x.refused = map[types.UID]bool{}
+	}
+	if x.refused[pod.UID] {
+		return false
+	}
+	x.refused[pod.UID] = true
+	return true
+}
+
+func (x *groupIndex) forgetRefusal(pod *v1.Pod) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.refused, pod.UID)
 }

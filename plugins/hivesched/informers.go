@@ -103,34 +103,74 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 
 // onPod keeps the group index and drives the core's pod deletions: a pod that
 // is deleted or has finished frees its group's cells once the whole group is
-// gone (AG e3/e4/e7/e8, cell e9 for a victim's Reserving cells).
+// gone (AG e3/e4/e7/e8, cell e9 for a victim's Reserving cells). Until this
+// process has recovered (it is not leading yet) only the index is kept: the
+// core holds nothing a pod could free, and recovery reads the pods afresh.
 func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
 	pod, ok := obj.(*v1.Pod)
-	if !ok || !p.ours(pod) {
+	if !ok {
+		return
+	}
+	p.recoverMu.Lock()
+	defer p.recoverMu.Unlock()
+	recovered := p.recovered.Load()
+	if !p.ours(pod) {
+		if pod.Spec.NodeName != "" && !deleted {
+			// Bound, and not by a hivesched (or its record was tampered
+			// with): never a member of a group. Forget it if it was
+			// tracked while pending.
+			if req, _ := p.groups.untrack(pod); req != nil && recovered {
+				if _, err := p.core.DeletePod(req.group.Name, podKey(pod)); err != nil {
+					logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", req.group.Name)
+				}
+			}
+			if _, placed := pod.Annotations[AnnotationPlacement]; placed && recovered {
+				if _, err := p.trustedPlacement(pod); err != nil {
+					p.refuseRecord(logger, pod, err)
+				}
+			}
+		}
+		if deleted {
+			p.groups.forgetRefusal(pod)
+		}
 		return
 	}
 	// A terminating pod still holds its devices until it is gone: its cells
 	// are released on deletion (or once it has finished), not before.
 	if !deleted && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
+		if p.groups.specChanged(pod) {
+			p.event(pod, v1.EventTypeWarning, "SchedulingSpecChangeIgnored", fmt.Sprintf(
+				"the labels or annotations that make this pod's request changed after hivesched read them: a pod stays in the affinity group it first asked for (%s); delete and recreate the pod to change its request",
+				p.groups.groupOf(pod)))
+		}
+		if recovered && pod.Spec.NodeName != "" && !p.groups.isPinned(pod) {
+			// Bound: its group is the one its record names (the record
+			// is what a restart reads).
+			if rec, err := p.trustedPlacement(pod); err == nil {
+				p.groups.trackRecorded(pod, rec.request())
+				p.adopt(logger, pod, rec)
+			}
+		}
 		group, complete := p.groups.track(pod, p.resource)
 		if complete {
 			// The gang's last member exists: its gated members may go.
 			go p.activate(logger, []string{group})
 		}
-		if group != "" && p.needsDowngradeRecord(pod, group) {
+		if group != "" && recovered && p.needsDowngradeRecord(pod, group) {
 			// Bound after its group's downgrade (or a patch was lost): the
 			// record writer checks with the core and records it.
 			p.records.add(pod)
 		}
 		return
 	}
-	group, empty := p.groups.untrack(pod)
-	if group == "" {
+	req, empty := p.groups.untrack(pod)
+	if req == nil || !recovered {
 		return
 	}
+	group := req.group.Name
 	res, err := p.core.DeletePod(group, podKey(pod))
 	if err != nil {
 		logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", group)
@@ -155,9 +195,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		// A preempted victim's cells go Reserved for its preemptor instead
 		// (activated above): nobody else can use them, and requeueing every
 		// waiting pod for each victim would be wasted work.
-		if rec, _ := parsePod(pod, p.resource); rec != nil { // gone from the index: parse afresh
-			p.activateWaiting(logger, rec.group.VirtualCluster)
-		}
+		p.activateWaiting(logger, req.group.VirtualCluster)
 	}
 }
 

@@ -3,6 +3,9 @@ package hivesched
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
 )
@@ -69,4 +72,41 @@ func indicesString(idx []int32) string {
 		b = fmt.Appendf(b, "%d", x)
 	}
 	return string(b)
+}
+
+// trustedPlacement returns a bound pod's placement record if this scheduler
+// wrote it for this pod: the signature verifies (sign.go), the record's node
+// is the pod's node and its group is in the pod's namespace. Anything else is
+// not hivesched's allocation: it never takes or blocks cells.
+func (p *HiveSched) trustedPlacement(pod *v1.Pod) (placementRecord, error) {
+	raw, ok := pod.Annotations[AnnotationPlacement]
+	if !ok {
+		return placementRecord{}, fmt.Errorf("pod has no annotation %s", AnnotationPlacement)
+	}
+	if !p.signer.verify(pod) {
+		return placementRecord{}, fmt.Errorf("annotation %s is not signed by this scheduler for this pod (%s missing or wrong): hivesched did not bind it", AnnotationPlacement, AnnotationPlacementSignature)
+	}
+	rec, err := decodePlacement(raw)
+	if err != nil {
+		return rec, err
+	}
+	if rec.Node != pod.Spec.NodeName {
+		return rec, fmt.Errorf("annotation %s names node %q, but the pod is on node %q", AnnotationPlacement, rec.Node, pod.Spec.NodeName)
+	}
+	if ns, _, ok := strings.Cut(rec.Group, "/"); !ok || ns != pod.Namespace {
+		return rec, fmt.Errorf("annotation %s names affinity group %q, which is not in the pod's namespace %q", AnnotationPlacement, rec.Group, pod.Namespace)
+	}
+	return rec, nil
+}
+
+// request is the pod request a trusted record stands for: the group as it
+// was placed, whatever the pod's labels say now.
+func (r placementRecord) request() *podRequest {
+	return &podRequest{group: r.spec(), leafCellNumber: int32(len(r.LeafCellIndices)), hived: false}
+}
+
+// signedAnnotations adds the signature of the record to ann.
+func (p *HiveSched) signedAnnotations(pod *v1.Pod, ann map[string]string) map[string]string {
+	ann[AnnotationPlacementSignature] = p.signer.sign(pod, ann[AnnotationPlacement])
+	return ann
 }

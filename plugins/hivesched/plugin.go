@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -62,6 +63,12 @@ type HiveSched struct {
 	evictor       *evictor
 	records       *recordWriter // placement records of downgraded groups
 	statusKick    chan struct{} // a VC status may have changed
+	signer        *placementSigner
+
+	// recovered: the allocations were rebuilt (ensureRecovered); recoverMu
+	// orders recovery with the pod event handler.
+	recovered atomic.Bool
+	recoverMu sync.Mutex
 
 	bindOrder sync.Once // decides ownBind on first use
 	ownBind   bool      // HiveSched's Bind runs first: it writes the placement
@@ -83,9 +90,10 @@ var (
 // Name returns the plugin name.
 func (p *HiveSched) Name() string { return Name }
 
-// New builds the cell core from the plugin args, recovers the allocations of
-// running pods (before any scheduling), and starts the informers and the VC
-// status writer.
+// New builds the cell core from the plugin args, reads the placement signing
+// key, and starts the informers and the VC status writer. The allocations of
+// running pods are recovered before any scheduling: here, or with leader
+// election when this process starts leading (ensureRecovered).
 func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
 	args, ok := obj.(*config.HiveSchedArgs)
 	if !ok {
@@ -123,9 +131,25 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
 	}
-	if err := p.recover(ctx); err != nil {
+	if p.signer, err = loadPlacementKey(ctx, h.ClientSet()); err != nil {
 		p.records.queue.ShutDown()
-		return nil, fmt.Errorf("%s: recovering allocations: %w", Name, err)
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	// Fail at start, not at the first pod, when the CRD is missing.
+	if _, err := vcClient.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		p.records.queue.ShutDown()
+		return nil, fmt.Errorf("%s: listing virtual clusters (is the CRD installed?): %w", Name, err)
+	}
+	if !awaitLeadership.Load() {
+		// The only scheduler (no leader election): nothing is placed
+		// elsewhere meanwhile, so the state is rebuilt before any
+		// scheduling, from the API server (the informers are not started).
+		if err := p.recoverFromAPI(ctx); err != nil {
+			p.records.queue.ShutDown()
+			return nil, fmt.Errorf("%s: recovering allocations: %w", Name, err)
+		}
+	} else {
+		go p.recoverWhenLeading(ctx)
 	}
 	p.startInformers(ctx)
 	go p.records.run(ctx)
@@ -211,15 +235,22 @@ func (p *HiveSched) checkLeafCellType(req *podRequest) error {
 		req.group.LeafCellType, req.group.LeafCellType, c.Leaves, c.Leaf, c.Leaf, c.Leaf)
 }
 
-// ours: is the pod this scheduler's? Pods of this profile are, and so is
-// every pod a hivesched placed (it carries the placement annotation),
-// whatever profile name placed it: its cells are taken either way.
+// ours: is the pod this scheduler's? A bound pod is if and only if a
+// hivesched bound it, whatever profile name placed it: its placement record
+// is signed for it (a pod created with spec.nodeName, or bound by another
+// scheduler, never counts as hivesched's allocation, whatever its
+// annotations say). A pod to schedule is if it names this profile.
+//
+// A pod tracked from its record stays ours until it is gone: it is keyed by
+// UID, and removing its annotations later must not free the cells it runs on.
 func (p *HiveSched) ours(pod *v1.Pod) bool {
-	if p.schedulerName == "" || pod.Spec.SchedulerName == p.schedulerName {
+	if p.groups.isPinned(pod) {
 		return true
 	}
-	_, placed := pod.Annotations[AnnotationPlacement]
-	return placed && pod.Spec.NodeName != ""
+	if pod.Spec.NodeName != "" {
+		return p.signer.verify(pod)
+	}
+	return p.schedulerName == "" || pod.Spec.SchedulerName == p.schedulerName
 }
 
 func podKey(pod *v1.Pod) string { return string(pod.UID) }
@@ -308,9 +339,18 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	if req == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	if err := p.ensureRecovered(ctx); err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("recovering allocations: %w", err))
+	}
 	name := req.group.Name
 	agState, hasGroup := p.core.AffinityGroupState(name)
-	if !hasGroup || agState == cellcore.AGPending {
+	// Every member is admitted as a new group is, but one that takes cells
+	// its running group already holds (a member of the placement being
+	// bound, or the replacement of a member that is gone): refusing it would
+	// leave a gang partly bound. A member that needs new cells (one that was
+	// not running when its group was recovered) binds more of the VC, so its
+	// namespace must still be allowed and the VC Active.
+	if !hasGroup || agState == cellcore.AGPending || agState == cellcore.AGPreempting || !p.core.JoinsPlacement(name, podKey(pod), req.leafCellNumber) {
 		if reason := p.vcs.admits(req.group.VirtualCluster, pod.Namespace); reason != "" {
 			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
 			return reject(state, fwk.UnschedulableAndUnresolvable, reason)
@@ -540,6 +580,13 @@ func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1
 	if !p.groups.unreserve(s.group, pod) {
 		return // some member is bound: only this pod retries, on the same cells
 	}
+	if bound := p.boundMember(ctx, s.group); bound != "" {
+		// The informer lags, or a bind went through although its response
+		// was lost: the pod runs on the group's cells, which must not go
+		// Free. Only this pod retries, on the same cells.
+		klog.FromContext(ctx).Info("not rolling back an affinity group: the API server has a member bound", "group", s.group, "bound", bound, "pod", klog.KObj(pod))
+		return
+	}
 	if err := p.core.RollbackAffinityGroup(s.group); err == nil {
 		klog.FromContext(ctx).V(2).Info("rolled back affinity group", "group", s.group, "pod", klog.KObj(pod))
 		p.statusChanged()
@@ -549,6 +596,24 @@ func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1
 			wp.Reject(Name, "affinity group "+s.group+" rolled back: a member failed")
 		}
 	})
+}
+
+// boundMember asks the API server (not the informer) whether a member of
+// the group is bound, and returns its name. Only Unreserve calls it, before
+// rolling a group back: a failure path, never the per-node hot path.
+func (p *HiveSched) boundMember(ctx context.Context, group string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, m := range p.groups.pods(group) {
+		got, err := p.handle.ClientSet().CoreV1().Pods(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
+		if err != nil || got.UID != m.UID {
+			continue // gone, replaced, or unknown: nothing of it to keep
+		}
+		if got.Spec.NodeName != "" {
+			return m.Namespace + "/" + m.Name
+		}
+	}
+	return ""
 }
 
 // Permit lets the members of a group bind together: it waits until all of
@@ -589,7 +654,7 @@ func (p *HiveSched) placementAnnotations(s *cycleState, pod *v1.Pod) (map[string
 	if req.hived {
 		ann[HivedIsolationAnnotation] = indicesString(pp.LeafCellIndices)
 	}
-	return ann, nil
+	return p.signedAnnotations(pod, ann), nil
 }
 
 // Bind binds our pods with their placement in one API call: the API server

@@ -7,24 +7,99 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
 )
 
-// recover rebuilds the core before the first scheduling cycle (the seed's
-// ec): node health, the VCs, then every running group from its bound pods'
-// persisted placements. Only Allocated groups are rebuilt; Pending and
-// Preempting ones were not persisted and are simply scheduled again.
+// ensureRecovered rebuilds the core's allocations (the seed's ec) the first
+// time this process schedules, not when it starts: with leader election
+// (the shipped configurations), a replica starts as a standby and only the
+// leader schedules, so state read at process start would miss everything
+// the old leader placed meanwhile (a standby, or the new pod of a rolling
+// update, would double-allocate). Scheduling runs only in the leader, after
+// the informers have synced, so the first PreFilter is the moment: the
+// allocations are read from the pod informer, under recoverMu, which the pod
+// event handler also holds, so that no pod event is lost between the two.
+// Until then the VC status writer writes nothing (a standby's view is empty).
+func (p *HiveSched) ensureRecovered(ctx context.Context) error {
+	if p.recovered.Load() {
+		return nil
+	}
+	p.recoverMu.Lock()
+	defer p.recoverMu.Unlock()
+	if p.recovered.Load() {
+		return nil
+	}
+	if err := p.recover(ctx); err != nil {
+		return err
+	}
+	p.recovered.Store(true)
+	p.statusChanged()
+	return nil
+}
+
+// recover rebuilds from the informers' caches (the process leads, its
+// informers run). Called with recoverMu held.
 func (p *HiveSched) recover(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
-	cs := p.handle.ClientSet()
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	f := p.handle.SharedInformerFactory()
+	podInformer, nodeInformer := f.Core().V1().Pods(), f.Core().V1().Nodes()
+	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced, nodeInformer.Informer().HasSynced) {
+		return fmt.Errorf("pod and node informers did not sync")
+	}
+	nodes, err := nodeInformer.Lister().List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	for i := range nodes.Items {
-		_ = p.core.SetNodeHealth(nodes.Items[i].Name, nodeHealth(&nodes.Items[i]))
+	pods, err := podInformer.Lister().List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	return p.rebuild(ctx, nodes, pods, true)
+}
+
+// recoverFromAPI rebuilds from the API server, in New, before the informers
+// start (a process without leader election).
+func (p *HiveSched) recoverFromAPI(ctx context.Context) error {
+	p.recoverMu.Lock()
+	defer p.recoverMu.Unlock()
+	cs := p.handle.ClientSet()
+	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	pl, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	nodes := make([]*v1.Node, len(nl.Items))
+	for i := range nl.Items {
+		nodes[i] = &nl.Items[i]
+	}
+	pods := make([]*v1.Pod, len(pl.Items))
+	for i := range pl.Items {
+		pods[i] = &pl.Items[i]
+	}
+	// Events recorded before the scheduler starts its event broadcaster
+	// are dropped: the pod informer's first delivery reports untrusted
+	// records instead.
+	if err := p.rebuild(ctx, nodes, pods, false); err != nil {
+		return err
+	}
+	p.recovered.Store(true)
+	return nil
+}
+
+// rebuild reads node health, the VCs, then every running group from its
+// bound pods' signed placement records. Only Allocated groups are rebuilt;
+// Pending and Preempting ones were not persisted and are simply scheduled
+// again.
+func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Pod, report bool) error {
+	logger := klog.FromContext(ctx)
+	for _, n := range nodes {
+		_ = p.core.SetNodeHealth(n.Name, nodeHealth(n))
 	}
 	vcs, err := p.vcClient.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -33,27 +108,28 @@ func (p *HiveSched) recover(ctx context.Context) error {
 	for i := range vcs.Items {
 		p.applyVC(logger, &vcs.Items[i])
 	}
-	pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("listing pods: %w", err)
-	}
-	type member struct {
-		pod *v1.Pod
-		rec placementRecord
-	}
-	groups := map[string][]member{}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		raw, ok := pod.Annotations[AnnotationPlacement]
-		if !ok || pod.Spec.NodeName == "" || !p.ours(pod) || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed || pod.DeletionTimestamp != nil {
+	groups := map[string][]recordedPod{}
+	untrusted := 0
+	for _, pod := range pods {
+		// A terminating pod still holds its devices until it is gone: its
+		// cells count until its deletion (onPod frees them then).
+		if pod.Spec.NodeName == "" || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 			continue
 		}
-		rec, err := decodePlacement(raw)
+		if _, ok := pod.Annotations[AnnotationPlacement]; !ok {
+			continue
+		}
+		rec, err := p.trustedPlacement(pod)
 		if err != nil {
-			logger.Error(err, "cannot recover a pod's placement", "pod", klog.KObj(pod))
+			untrusted++
+			if report {
+				p.refuseRecord(logger, pod, err)
+			} else {
+				logger.Info("placement record not trusted: the pod's cells are not counted as hivesched's", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "err", err)
+			}
 			continue
 		}
-		groups[rec.Group] = append(groups[rec.Group], member{pod, rec})
+		groups[rec.Group] = append(groups[rec.Group], recordedPod{pod, rec})
 	}
 	names := make([]string, 0, len(groups))
 	for n := range groups {
@@ -70,35 +146,101 @@ func (p *HiveSched) recover(ctx context.Context) error {
 	})
 	recovered := 0
 	for _, n := range names {
-		ms := groups[n]
-		var rp []cellcore.RecoveredPod
-		recorded := false // some pod's record says the group had been downgraded
-		for _, m := range ms {
-			rp = append(rp, cellcore.RecoveredPod{PodKey: podKey(m.pod), Node: m.rec.Node, LeafCellIndices: m.rec.LeafCellIndices, Downgraded: m.rec.Downgraded})
-			recorded = recorded || m.rec.Downgraded
-			p.groups.track(m.pod, p.resource)
+		if p.recoverGroup(logger, n, groups[n], "after a scheduler restart") == nil {
+			recovered++
 		}
-		res, err := p.core.RecoverAffinityGroup(ms[0].rec.spec(), rp)
-		if err != nil {
-			logger.Error(err, "affinity group not recovered", "group", n)
-			for _, m := range ms {
-				p.event(m.pod, v1.EventTypeWarning, "RecoveryFailed", err.Error())
-			}
+	}
+	logger.Info("recovered allocations", "groups", recovered, "untrustedPlacements", untrusted, "nodes", len(nodes), "virtualClusters", len(vcs.Items))
+	return nil
+}
+
+// recordedPod is a bound pod and its trusted placement record.
+type recordedPod struct {
+	pod *v1.Pod
+	rec placementRecord
+}
+
+// refuseRecord reports a bound pod whose placement record is not trusted:
+// its cells are not hivesched's allocation.
+func (p *HiveSched) refuseRecord(logger klog.Logger, pod *v1.Pod, err error) {
+	if !p.groups.firstRefusal(pod) {
+		return
+	}
+	logger.Info("placement record not trusted: the pod's cells are not counted as hivesched's", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "err", err)
+	p.event(pod, v1.EventTypeWarning, "PlacementNotTrusted", "hivesched does not count this pod's cells: "+err.Error())
+}
+
+// recoverGroup adds a running group back to the core from its pods' records
+// (all from one group, trusted) and tracks the pods as its members, keyed by
+// the records, whatever their labels say now.
+func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedPod, when string) error {
+	var rp []cellcore.RecoveredPod
+	recorded := false // some pod's record says the group had been downgraded
+	for _, m := range ms {
+		rp = append(rp, cellcore.RecoveredPod{PodKey: podKey(m.pod), Node: m.rec.Node, LeafCellIndices: m.rec.LeafCellIndices, Downgraded: m.rec.Downgraded})
+		recorded = recorded || m.rec.Downgraded
+	}
+	res, err := p.core.RecoverAffinityGroup(ms[0].rec.spec(), rp)
+	if err != nil {
+		logger.Error(err, "affinity group not recovered", "group", name)
+		for _, m := range ms {
+			p.event(m.pod, v1.EventTypeWarning, "RecoveryFailed", err.Error())
+		}
+		return err
+	}
+	for _, m := range ms {
+		p.groups.trackRecorded(m.pod, m.rec.request())
+	}
+	p.statusChanged()
+	if res.Downgraded {
+		logger.Info(res.Reason, "group", name)
+		// Every pod's record is to say so (a restart may have come before
+		// all of them were written); the pods hear of it only if it is news.
+		note := ""
+		if !recorded {
+			note = when + ", " + res.Reason + "; it keeps running (priority -1), and any guaranteed group may preempt it"
+		}
+		p.downgraded(logger, name, note)
+	}
+	return nil
+}
+
+// adopt reconciles a bound pod the core does not hold (called from the pod
+// informer once recovered): a pod whose bind the scheduler saw fail although
+// it went through (a lost response), or one bound by another replica. If
+// its group is unknown to the core, or Pending (rolled back), the group is
+// rebuilt from its bound members' records, so that its cells are never
+// handed out again; a group the core holds with other cells cannot take it,
+// which is reported.
+func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placementRecord) {
+	if p.core.PodAssigned(rec.Group, podKey(pod)) {
+		return
+	}
+	st, known := p.core.AffinityGroupState(rec.Group)
+	if known && st != cellcore.AGPending {
+		msg := fmt.Sprintf("pod is bound with a placement of affinity group %s, which the scheduler holds on other cells (%s): its cells are not counted; delete the pod to reschedule it", rec.Group, st)
+		logger.Error(nil, msg, "pod", klog.KObj(pod))
+		p.event(pod, v1.EventTypeWarning, "PlacementNotInCache", msg)
+		return
+	}
+	ms := []recordedPod{{pod, rec}}
+	for _, other := range p.groups.pods(rec.Group) {
+		if other.UID == pod.UID || other.Spec.NodeName == "" || other.DeletionTimestamp != nil {
 			continue
 		}
-		if res.Downgraded {
-			logger.Info(res.Reason, "group", n)
-			// Every pod's record is to say so (a restart may have come
-			// before all of them were written); the pods hear of it only if
-			// it is news.
-			note := ""
-			if !recorded {
-				note = "after a scheduler restart, " + res.Reason + "; it keeps running (priority -1), and any guaranteed group may preempt it"
-			}
-			p.downgraded(logger, n, note)
+		if r, err := p.trustedPlacement(other); err == nil && r.Group == rec.Group {
+			ms = append(ms, recordedPod{other, r})
 		}
-		recovered++
 	}
-	logger.Info("recovered allocations", "groups", recovered, "nodes", len(nodes.Items), "virtualClusters", len(vcs.Items))
-	return nil
+	if known {
+		// Pending: no cells held. Its pods waiting to schedule join the
+		// rebuilt group's empty slots.
+		if _, err := p.core.DeleteAffinityGroup(rec.Group); err != nil {
+			logger.Error(err, "replacing a pending group by its bound pods", "group", rec.Group)
+			return
+		}
+	}
+	if p.recoverGroup(logger, rec.Group, ms, "when a bound pod of it was found") == nil {
+		logger.Info("adopted a bound affinity group the scheduler did not hold", "group", rec.Group, "pods", len(ms), "pod", klog.KObj(pod))
+	}
 }

@@ -225,6 +225,11 @@ func (p *HiveSched) runStatusWriter(ctx context.Context) {
 // was written less than statusEvery ago: it returns when the first of those
 // may be written (zero if none waits).
 func (p *HiveSched) writeStatuses(ctx context.Context, logger klog.Logger, now time.Time) time.Time {
+	if !p.recovered.Load() {
+		// Not leading yet (or not recovered): this replica's view is
+		// empty, and the leader writes the statuses.
+		return time.Time{}
+	}
 	p.vcs.mu.Lock()
 	entries := make([]*vcEntry, 0, len(p.vcs.vcs))
 	objs := make([]*hv1.VirtualCluster, 0, len(p.vcs.vcs))

@@ -6,6 +6,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	etcdtesting "k8s.io/apiserver/pkg/storage/etcd3/testing"
 	"k8s.io/client-go/kubernetes"
@@ -164,6 +166,15 @@ func withPinned(pc map[string]any, r, n int, id string) map[string]any {
 // pluginConfig).
 type profileOption func(profile map[string]any)
 
+const awaitKey = "__awaitLeadership"
+
+// withAwaitLeadership builds HiveSched as the scheduler command does for a
+// configuration with leader election: it recovers its state when the
+// process starts leading (client-go's leader gauge) or first schedules. The
+// test drives leadership with its own client-go LeaderElector: kube-scheduler's
+// own exits the process when it stops leading.
+func withAwaitLeadership(profile map[string]any) { profile[awaitKey] = true }
+
 // withDefaultBinderFirst leaves HiveSched out of the bind extension point, so
 // DefaultBinder binds and HiveSched's PreBind writes the placement (the
 // fallback for configurations that do not list HiveSched under bind).
@@ -227,6 +238,13 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 	}
 	for _, o := range profileOpts {
 		o(profile)
+	}
+	if _, await := profile[awaitKey]; await {
+		delete(profile, awaitKey)
+		// As cmd/hivesched-scheduler does for a configuration with leader
+		// election: HiveSched recovers when the process leads.
+		hivesched.AwaitLeadership(true)
+		defer hivesched.AwaitLeadership(false)
 	}
 	cfg := map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
@@ -478,4 +496,22 @@ func (c *cluster) describe(t *testing.T, pods []*v1.Pod) string {
 		}
 	}
 	return b.String()
+}
+
+// createBoundPods creates pods that a scheduler bound before a restart:
+// spec.nodeName and the placement annotation are in the pods, and each
+// record is signed with the cluster's placement key, as hivesched signs it
+// (the signature covers the pod's UID, so it is added once the pod exists).
+func (c *cluster) createBoundPods(t *testing.T, pods []*v1.Pod) {
+	key, err := hivesched.LoadPlacementKey(t.Context(), c.kube)
+	require.NoError(t, err)
+	for _, p := range pods {
+		created, err := c.kube.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{})
+		require.NoError(t, err)
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+			hivesched.AnnotationPlacementSignature: hivesched.PlacementSignature(key, created)}}})
+		require.NoError(t, err)
+		_, err = c.kube.CoreV1().Pods(p.Namespace).Patch(t.Context(), p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
 }

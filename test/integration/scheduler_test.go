@@ -217,7 +217,8 @@ func TestScheduler(t *testing.T) {
 		gang[0].Spec.NodeName = "late-r0-n0"
 		gang[0].Annotations[hivesched.AnnotationPlacement] = `{"group":"late/g","virtualCluster":"late-vc","priority":0,` +
 			`"members":[{"podNumber":2,"leafCellNumber":8}],"node":"late-r0-n0","leafCellIndices":[0,1,2,3,4,5,6,7]}`
-		c.createPods(t, gang)
+		c.createBoundPods(t, gang[:1])
+		c.createPods(t, gang[1:])
 		c.startScheduler(t, physicalCluster("late", 1, 2, 0))
 		nodes := c.waitBound(t, gang, 30*time.Second)
 		require.Equal(t, []string{"late-r0-n0", "late-r0-n1"}, nodes)
