@@ -521,3 +521,32 @@ func TestRecoverLateMemberGetsCells(t *testing.T) {
 	require.Error(t, err)
 	mustCheck(t, k)
 }
+
+// A member joining a recovered group takes the cells of a member that is
+// gone (JoinsPlacement), or needs new cells for a member that was never
+// running (the plugin admits it like a new group).
+func TestJoinsPlacement(t *testing.T) {
+	cfg, specs, sts := runningCluster(t)
+	k := newHealthyCore(t, cfg)
+	_, err := k.SetVirtualCluster(vcSpec("a", "V100-NODE", 2))
+	require.NoError(t, err)
+	pods := recoveredPods(sts["g2"])
+	_, err = k.RecoverAffinityGroup(specs["g2"], pods[:1]) // one of its two members was running
+	require.NoError(t, err)
+	require.True(t, k.PodAssigned("g2", pods[0].PodKey))
+	require.False(t, k.PodAssigned("g2", "new"))
+	require.False(t, k.PodAssigned("unknown", pods[0].PodKey))
+	require.True(t, k.JoinsPlacement("g2", pods[0].PodKey, 2), "a member holding its slot")
+	require.False(t, k.JoinsPlacement("g2", "new", 2), "the missing member needs new cells")
+	require.False(t, k.JoinsPlacement("unknown", "new", 2))
+
+	// Once the running member is gone its cells stay with the group: its
+	// replacement takes them.
+	_, err = k.AssignPod("g2", "new", 2)
+	require.NoError(t, err)
+	_, err = k.DeletePod("g2", pods[0].PodKey)
+	require.NoError(t, err)
+	require.True(t, k.JoinsPlacement("g2", "replacement", 2))
+	require.False(t, k.JoinsPlacement("g2", "replacement", 8), "no member of that size")
+	mustCheck(t, k)
+}
