@@ -40,6 +40,10 @@ type HiveSchedArgs struct {
 	// writes of the same VirtualCluster.
 	StatusUpdateIntervalSeconds int64
 
+	// InspectBindAddress is where the read-only inspect API listens (plain
+	// HTTP, host:port); empty disables it.
+	InspectBindAddress string
+
 	// LeafCellResourceName is the extended resource that leaf cells are
 	// counted in (e.g. "nvidia.com/gpu").
 	LeafCellResourceName string

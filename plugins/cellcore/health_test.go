@@ -215,7 +215,7 @@ func TestHealthDoomedBadCells(t *testing.T) {
 			k := newHealthyCore(t, clusterConfig(2, 4, 0))
 			_, err := k.SetVirtualCluster(vcSpec("a", "V100-RACK", 2))
 			require.NoError(t, err)
-			require.Equal(t, CellLevelStatus{Chain: "V100-RACK", CellType: "V100-RACK", Level: 5, Total: 2,
+			require.Equal(t, CellLevelStatus{Chain: "V100-RACK", LeafCellType: "V100", CellType: "V100-RACK", Level: 5, Total: 2,
 				LeafCells: 64, FreeLeafCells: 64}, vcStatusCell(t, k, "a", 0))
 
 			require.NoError(t, k.SetNodeHealth("r0-n1", h))
@@ -255,7 +255,7 @@ func TestHealthDoomedBadCells(t *testing.T) {
 			// Healthy again: no more doomed cells, nothing bound.
 			require.NoError(t, k.SetNodeHealth("r0-n1", NodeHealthy))
 			mustCheck(t, k)
-			require.Equal(t, CellLevelStatus{Chain: "V100-RACK", CellType: "V100-RACK", Level: 5, Total: 2,
+			require.Equal(t, CellLevelStatus{Chain: "V100-RACK", LeafCellType: "V100", CellType: "V100-RACK", Level: 5, Total: 2,
 				LeafCells: 64, FreeLeafCells: 64}, vcStatusCell(t, k, "a", 0))
 			for _, l := range k.Snapshot().LeafCells {
 				require.Empty(t, l.VirtualCluster, l.ID)
@@ -314,7 +314,7 @@ func TestHealthUnknownIsNotLost(t *testing.T) {
 	_, err = k.SetVirtualCluster(vcSpec("a", "V100-RACK", 2))
 	require.NoError(t, err)
 	mustCheck(t, k)
-	require.Equal(t, CellLevelStatus{Chain: "V100-RACK", CellType: "V100-RACK", Level: 5, Total: 2,
+	require.Equal(t, CellLevelStatus{Chain: "V100-RACK", LeafCellType: "V100", CellType: "V100-RACK", Level: 5, Total: 2,
 		LeafCells: 64, FreeLeafCells: 64}, vcStatusCell(t, k, "a", 0))
 
 	k = newHealthyCore(t, clusterConfig(2, 4, 0))

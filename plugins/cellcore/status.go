@@ -7,9 +7,10 @@ import (
 
 // CellLevelStatus is a VC's reservation at one (chain, level).
 type CellLevelStatus struct {
-	Chain    string
-	CellType string
-	Level    int
+	Chain        string
+	LeafCellType string
+	CellType     string
+	Level        int
 	// Virtual cells: reserved, bound to physical cells, and bound to lost
 	// hardware (bad: doomed, or bound cells whose hardware went bad).
 	Total, Bound, Bad int32
@@ -22,6 +23,7 @@ type CellLevelStatus struct {
 type PinnedCellStatus struct {
 	PinnedCellID                                          string
 	CellType                                              string
+	LeafCellType                                          string
 	LeafCells, UsedLeafCells, FreeLeafCells, BadLeafCells int32
 }
 
@@ -37,6 +39,9 @@ type VirtualClusterStatus struct {
 	OpportunisticGroups    int
 	OpportunisticLeafCells int32
 	DowngradedGroups       int
+	// OpportunisticLeafCellsByType splits OpportunisticLeafCells by leaf
+	// cell type.
+	OpportunisticLeafCellsByType map[string]int32
 }
 
 // VirtualClusterStatus returns one VC's status.
@@ -64,7 +69,7 @@ func (k *Core) vcStatus(v *vcState) VirtualClusterStatus {
 		}
 		byLevel := make([]CellLevelStatus, ch.top+1)
 		for l := 1; l <= ch.top; l++ {
-			byLevel[l] = CellLevelStatus{Chain: ch.name, CellType: ch.levelType[l], Level: l, Total: p.quota[l], Bound: p.bound[l],
+			byLevel[l] = CellLevelStatus{Chain: ch.name, LeafCellType: ch.leafType, CellType: ch.levelType[l], Level: l, Total: p.quota[l], Bound: p.bound[l],
 				LeafCells: p.quota[l] * ch.leafCount[l]}
 			// Unbound virtual cells are backed by healthy free capacity.
 			byLevel[l].FreeLeafCells = p.unbound(l) * ch.leafCount[l]
@@ -96,6 +101,10 @@ func (k *Core) vcStatus(v *vcState) VirtualClusterStatus {
 				for _, c := range pod {
 					if c.using == g {
 						st.OpportunisticLeafCells++
+						if st.OpportunisticLeafCellsByType == nil {
+							st.OpportunisticLeafCellsByType = map[string]int32{}
+						}
+						st.OpportunisticLeafCellsByType[c.chain.leafType]++
 					}
 				}
 			}
@@ -103,7 +112,7 @@ func (k *Core) vcStatus(v *vcState) VirtualClusterStatus {
 	}
 	for _, p := range v.pinned {
 		c := k.pinned[p.pinnedID]
-		st.PinnedCells = append(st.PinnedCells, PinnedCellStatus{PinnedCellID: p.pinnedID, CellType: c.chain.levelType[c.level],
+		st.PinnedCells = append(st.PinnedCells, PinnedCellStatus{PinnedCellID: p.pinnedID, CellType: c.chain.levelType[c.level], LeafCellType: c.chain.leafType,
 			LeafCells: c.leafCount, UsedLeafCells: c.guarLeaves, FreeLeafCells: c.freeLeaves, BadLeafCells: c.lostLeaves})
 	}
 	return st

@@ -299,7 +299,7 @@ func TestVCShrinkDowngradesRunningGroups(t *testing.T) {
 	}
 	cells := statusCells(t, k, "a")
 	require.Len(t, cells, 1)
-	require.Equal(t, CellLevelStatus{Chain: "V100-RACK", CellType: "V100-NODE", Level: 4, Total: 1, Bound: 1,
+	require.Equal(t, CellLevelStatus{Chain: "V100-RACK", LeafCellType: "V100", CellType: "V100-NODE", Level: 4, Total: 1, Bound: 1,
 		LeafCells: 8, UsedLeafCells: 8}, cells[0])
 	st, _ := k.VirtualClusterStatus("a")
 	require.Equal(t, map[AGState]int{AGAllocated: 4}, st.AffinityGroups)
@@ -572,7 +572,7 @@ func TestVCPinnedCells(t *testing.T) {
 	_, err = k.SetVirtualCluster(a)
 	require.NoError(t, err)
 	st, _ := k.VirtualClusterStatus("a")
-	require.Equal(t, []PinnedCellStatus{{PinnedCellID: "pin1", CellType: "V100-NODE", LeafCells: 8, FreeLeafCells: 8}}, st.PinnedCells)
+	require.Equal(t, []PinnedCellStatus{{PinnedCellID: "pin1", CellType: "V100-NODE", LeafCellType: "V100", LeafCells: 8, FreeLeafCells: 8}}, st.PinnedCells)
 
 	// The pinned cell cannot be given to a second VC.
 	b := vcSpec("b", "V100-NODE", 1)
@@ -746,8 +746,8 @@ func TestVCStatusCounts(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "a", st.Name)
 	require.Equal(t, []CellLevelStatus{
-		{Chain: "T4-NODE", CellType: "T4-NODE", Level: 2, Total: 1, LeafCells: 4, FreeLeafCells: 4},
-		{Chain: "V100-RACK", CellType: "V100-RACK", Level: 5, Total: 1, LeafCells: 32, FreeLeafCells: 32},
+		{Chain: "T4-NODE", LeafCellType: "T4", CellType: "T4-NODE", Level: 2, Total: 1, LeafCells: 4, FreeLeafCells: 4},
+		{Chain: "V100-RACK", LeafCellType: "V100", CellType: "V100-RACK", Level: 5, Total: 1, LeafCells: 32, FreeLeafCells: 32},
 	}, st.Cells)
 	require.Empty(t, st.AffinityGroups)
 
@@ -764,12 +764,12 @@ func TestVCStatusCounts(t *testing.T) {
 	st, _ = k.VirtualClusterStatus("a")
 	require.Equal(t, map[AGState]int{AGAllocated: 3, AGPending: 1}, st.AffinityGroups)
 	require.Equal(t, []CellLevelStatus{
-		{Chain: "T4-NODE", CellType: "T4-NODE", Level: 2, Total: 1, LeafCells: 4, FreeLeafCells: 4},
-		{Chain: "V100-RACK", CellType: "V100-RACK", Level: 5, Total: 1, Bound: 1, LeafCells: 32, UsedLeafCells: 24, FreeLeafCells: 8},
+		{Chain: "T4-NODE", LeafCellType: "T4", CellType: "T4-NODE", Level: 2, Total: 1, LeafCells: 4, FreeLeafCells: 4},
+		{Chain: "V100-RACK", LeafCellType: "V100", CellType: "V100-RACK", Level: 5, Total: 1, Bound: 1, LeafCells: 32, UsedLeafCells: 24, FreeLeafCells: 8},
 	}, st.Cells)
 	stb, _ := k.VirtualClusterStatus("b")
 	require.Equal(t, []CellLevelStatus{
-		{Chain: "V100-RACK", CellType: "V100-NODE", Level: 4, Total: 2, Bound: 1, LeafCells: 16, UsedLeafCells: 4, FreeLeafCells: 12},
+		{Chain: "V100-RACK", LeafCellType: "V100", CellType: "V100-NODE", Level: 4, Total: 2, Bound: 1, LeafCells: 16, UsedLeafCells: 4, FreeLeafCells: 12},
 	}, stb.Cells)
 	require.Equal(t, map[AGState]int{AGAllocated: 1}, stb.AffinityGroups)
 

@@ -21,6 +21,8 @@ const (
 	DefaultPermitWaitingTimeSeconds int64 = 60
 	// DefaultStatusUpdateIntervalSeconds is the default StatusUpdateIntervalSeconds.
 	DefaultStatusUpdateIntervalSeconds int64 = 5
+	// DefaultInspectBindAddress is the default InspectBindAddress.
+	DefaultInspectBindAddress = "127.0.0.1:10262"
 	// DefaultLeafCellResourceName is the default LeafCellResourceName.
 	DefaultLeafCellResourceName = "nvidia.com/gpu"
 )
@@ -34,6 +36,10 @@ func SetDefaults_HiveSchedArgs(obj *HiveSchedArgs) { //nolint:revive,stylecheck 
 	if obj.StatusUpdateIntervalSeconds == nil {
 		v := DefaultStatusUpdateIntervalSeconds
 		obj.StatusUpdateIntervalSeconds = &v
+	}
+	if obj.InspectBindAddress == nil {
+		v := DefaultInspectBindAddress
+		obj.InspectBindAddress = &v
 	}
 	if obj.LeafCellResourceName == nil || *obj.LeafCellResourceName == "" {
 		v := DefaultLeafCellResourceName

@@ -42,6 +42,14 @@ type HiveSchedArgs struct {
 	// +optional
 	StatusUpdateIntervalSeconds *int64 `json:"statusUpdateIntervalSeconds,omitempty"`
 
+	// InspectBindAddress is where the read-only inspect API listens (plain
+	// HTTP, host:port; apis/inspect/v1). Defaults to 127.0.0.1:10262: on
+	// the scheduler's own host only. Set "" to disable it, or ":10262" to
+	// reach it through a Service and the API server's service proxy
+	// (docs/inspect.md says how access is restricted).
+	// +optional
+	InspectBindAddress *string `json:"inspectBindAddress,omitempty"`
+
 	// LeafCellResourceName is the extended resource that leaf cells are
 	// counted in. Defaults to "nvidia.com/gpu".
 	// +optional

@@ -58,6 +58,11 @@ func (in *HiveSchedArgs) DeepCopyInto(out *HiveSchedArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.InspectBindAddress != nil {
+		in, out := &in.InspectBindAddress, &out.InspectBindAddress
+		*out = new(string)
+		**out = **in
+	}
 	if in.LeafCellResourceName != nil {
 		in, out := &in.LeafCellResourceName, &out.LeafCellResourceName
 		*out = new(string)

@@ -20,6 +20,8 @@ limitations under the License.
 package validation
 
 import (
+	"net"
+
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -41,6 +43,11 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 	if args.StatusUpdateIntervalSeconds <= 0 {
 		allErrs = append(allErrs, field.Invalid(path.Child("statusUpdateIntervalSeconds"),
 			args.StatusUpdateIntervalSeconds, "must be greater than 0"))
+	}
+	if a := args.InspectBindAddress; a != "" {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			allErrs = append(allErrs, field.Invalid(path.Child("inspectBindAddress"), a, "must be host:port (\"127.0.0.1:10262\", \":10262\") or empty to disable the inspect API"))
+		}
 	}
 
 	rnPath := path.Child("leafCellResourceName")
