@@ -104,8 +104,9 @@ profiles:
 				},
 			}},
 		},
-		PermitWaitingTimeSeconds:    30, // explicitly set
-		StatusUpdateIntervalSeconds: 5,  // defaulted
+		PermitWaitingTimeSeconds:    30,                // explicitly set
+		StatusUpdateIntervalSeconds: 5,                 // defaulted
+		InspectBindAddress:          "127.0.0.1:10262", // defaulted
 		LeafCellResourceName:        "nvidia.com/gpu",
 	}
 	assert.Equal(t, want, hiveSchedArgs(t, cfg, "hivesched"))
@@ -127,6 +128,7 @@ profiles:
 	assert.Equal(t, &config.HiveSchedArgs{
 		PermitWaitingTimeSeconds:    60,
 		StatusUpdateIntervalSeconds: 5,
+		InspectBindAddress:          "127.0.0.1:10262",
 		LeafCellResourceName:        "nvidia.com/gpu",
 	}, hiveSchedArgs(t, cfg, "hivesched"))
 }

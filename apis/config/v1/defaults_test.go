@@ -37,6 +37,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 			want: &HiveSchedArgs{
 				PermitWaitingTimeSeconds:    ptr.To[int64](60),
 				StatusUpdateIntervalSeconds: ptr.To[int64](5),
+				InspectBindAddress:          ptr.To("127.0.0.1:10262"),
 				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
 			},
 		},
@@ -46,6 +47,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 			want: &HiveSchedArgs{
 				PermitWaitingTimeSeconds:    ptr.To[int64](60),
 				StatusUpdateIntervalSeconds: ptr.To[int64](5),
+				InspectBindAddress:          ptr.To("127.0.0.1:10262"),
 				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
 			},
 		},
@@ -54,11 +56,13 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 			in: &HiveSchedArgs{
 				PermitWaitingTimeSeconds:    ptr.To[int64](0),
 				StatusUpdateIntervalSeconds: ptr.To[int64](30),
+				InspectBindAddress:          ptr.To(""),
 				LeafCellResourceName:        ptr.To("amd.com/gpu"),
 			},
 			want: &HiveSchedArgs{
 				PermitWaitingTimeSeconds:    ptr.To[int64](0),
 				StatusUpdateIntervalSeconds: ptr.To[int64](30),
+				InspectBindAddress:          ptr.To(""),
 				LeafCellResourceName:        ptr.To("amd.com/gpu"),
 			},
 		},
@@ -73,6 +77,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				},
 				PermitWaitingTimeSeconds:    ptr.To[int64](60),
 				StatusUpdateIntervalSeconds: ptr.To[int64](5),
+				InspectBindAddress:          ptr.To("127.0.0.1:10262"),
 				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
 			},
 		},

@@ -54,6 +54,13 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 			nilArgs:  true,
 			wantErrs: []string{"args: Required value"},
 		},
+		{name: "inspect API disabled", mutate: func(a *config.HiveSchedArgs) { a.InspectBindAddress = "" }},
+		{name: "inspect API on all addresses", mutate: func(a *config.HiveSchedArgs) { a.InspectBindAddress = ":10262" }},
+		{
+			name:     "inspect address without a port",
+			mutate:   func(a *config.HiveSchedArgs) { a.InspectBindAddress = "localhost" },
+			wantErrs: []string{"args.inspectBindAddress: Invalid value: \"localhost\": must be host:port"},
+		},
 		{
 			name:     "zero permit waiting time",
 			mutate:   func(a *config.HiveSchedArgs) { a.PermitWaitingTimeSeconds = 0 },
