@@ -65,3 +65,27 @@ func TestCellRecordsAndExplain(t *testing.T) {
 	require.Equal(t, []string{"low", "same"}, k.AffinityGroupNames())
 	mustCheck(t, k)
 }
+
+// LeafUsage counts each leaf once for the cluster, and per VC as the VC
+// status does, plus reserved cells and opportunistic use.
+func TestLeafUsage(t *testing.T) {
+	k := newHealthyCore(t, clusterConfig(1, 4, 0))
+	_, err := k.SetVirtualCluster(vcSpec("a", "V100-NODE", 2))
+	require.NoError(t, err)
+	vcPlace(t, k, ag("low", "a", 0, 1, 8))
+	vcPlace(t, k, ag("low2", "a", 0, 1, 8))
+	opp := ag("opp", "a", OpportunisticPriority, 1, 4)
+	d, err := k.Schedule(opp)
+	require.NoError(t, err)
+	require.Equal(t, Placed, d.Kind)
+	require.NoError(t, k.SetLeafCellHealth("r0-n3", "V100", 7, true))
+	// A higher priority group preempts low: its cells are reserved.
+	d, err = k.Schedule(ag("high", "a", 5, 1, 8))
+	require.NoError(t, err)
+	require.Equal(t, Preempt, d.Kind)
+
+	u := k.LeafUsage()
+	require.Equal(t, LeafUsage{Total: 32, Free: 32 - 16 - 4 - 1, Used: 20, Opportunistic: 4, Reserved: 8, Bad: 1}, u.Cluster["V100"])
+	require.Equal(t, LeafUsage{Total: 16, Used: 16, Opportunistic: 4, Reserved: 8}, u.VCs["a"]["V100"])
+	mustCheck(t, k)
+}

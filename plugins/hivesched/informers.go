@@ -92,6 +92,7 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 		logger.Error(err, "setting node health", "node", n.Name)
 		return
 	}
+	healthChanges.WithLabelValues(healthLabel(h)).Inc()
 	logger.V(2).Info("node health", "node", n.Name, "from", old, "to", h)
 	p.statusChanged()
 	if h == cellcore.NodeHealthy {

@@ -151,6 +151,13 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	} else {
 		go p.recoverWhenLeading(ctx)
 	}
+	if args.InspectBindAddress != "" {
+		if _, err := p.startInspect(ctx, args.InspectBindAddress); err != nil {
+			p.records.queue.ShutDown()
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+	}
+	registerMetrics(p, ctx.Done())
 	p.startInformers(ctx)
 	go p.records.run(ctx)
 	go p.runStatusWriter(ctx)
@@ -373,7 +380,9 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		}
 		return p.assign(state, pod, req)
 	}
+	start := time.Now()
 	d, err := p.core.Schedule(req.group)
+	observePlacement(start, d, err)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
@@ -381,7 +390,15 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	p.statusChanged()
 	for _, g := range d.Downgraded {
 		// Events and the placement records, the latter in the background.
+		vc := p.groupVC(g)
+		preemptedGroups.WithLabelValues(vc, "lazy").Inc()
+		preemptedPods.WithLabelValues(vc, "lazy").Add(float64(p.groups.memberCount(g)))
 		p.downgraded(klog.FromContext(ctx), g, lazyNote(g, name, req.group.Priority, req.group.VirtualCluster))
+	}
+	if d.Kind == cellcore.Preempt {
+		for _, v := range d.Victims {
+			preemptedGroups.WithLabelValues(p.groupVC(v), "delete").Inc()
+		}
 	}
 	switch d.Kind {
 	case cellcore.Placed:
@@ -401,6 +418,13 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		}
 		return reject(state, fwk.Unschedulable, msg)
 	}
+}
+
+// groupVC is the virtual cluster a group names ("" if the core does not
+// know it), a metric label.
+func (p *HiveSched) groupVC(group string) string {
+	st, _ := p.core.AffinityGroupStatus(group)
+	return st.VirtualCluster
 }
 
 // joinNames lists names as "a", "a and b", "a, b and c".
@@ -553,6 +577,7 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 	}
 	for _, vp := range p.evictor.evict(logger, pods) {
 		victim := p.groups.groupOf(vp)
+		preemptedPods.WithLabelValues(p.groupVC(victim), "delete").Inc()
 		logger.Info("preempting", "victim", klog.KObj(vp), "group", victim, "preemptor", klog.KObj(preemptor), "preemptorGroup", group)
 		p.event(vp, v1.EventTypeNormal, "Preempted", fmt.Sprintf("preempted by affinity group %s (whole group %s is deleted)", group, victim))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,6 +99,7 @@ func (p *HiveSched) recoverFromAPI(ctx context.Context) error {
 // again.
 func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Pod, report bool) error {
 	logger := klog.FromContext(ctx)
+	start := time.Now()
 	for _, n := range nodes {
 		_ = p.core.SetNodeHealth(n.Name, nodeHealth(n))
 	}
@@ -150,6 +152,10 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 			recovered++
 		}
 	}
+	recoveryDuration.Observe(time.Since(start).Seconds())
+	recoveredGroups.WithLabelValues("recovered").Add(float64(recovered))
+	recoveredGroups.WithLabelValues("refused").Add(float64(len(names) - recovered))
+	recoveredGroups.WithLabelValues("untrusted_pods").Add(float64(untrusted))
 	logger.Info("recovered allocations", "groups", recovered, "untrustedPlacements", untrusted, "nodes", len(nodes), "virtualClusters", len(vcs.Items))
 	return nil
 }

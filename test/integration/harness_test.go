@@ -212,6 +212,17 @@ func withStatusInterval(seconds int) profileOption {
 	}
 }
 
+// withInspect serves HiveSched's inspect API on addr.
+func withInspect(addr string) profileOption {
+	return func(profile map[string]any) {
+		for _, pc := range profile["pluginConfig"].([]any) {
+			if pc.(map[string]any)["name"] == hivesched.Name {
+				pc.(map[string]any)["args"].(map[string]any)["inspectBindAddress"] = addr
+			}
+		}
+	}
+}
+
 // startScheduler runs the scheduler in process with the HiveSched profile
 // (as manifests/scheduler configures it).
 func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileOpts ...profileOption) *scheduler {
@@ -232,7 +243,10 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 			map[string]any{"name": hivesched.Name, "args": map[string]any{
 				"permitWaitingTimeSeconds":    5,
 				"statusUpdateIntervalSeconds": 1,
-				"physicalCluster":             physical,
+				// Tests may run two schedulers at once: the inspect API is
+				// off unless a test asks for it (withInspect).
+				"inspectBindAddress": "",
+				"physicalCluster":    physical,
 			}},
 		},
 	}

@@ -1,0 +1,194 @@
+package hivesched
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+// Metrics are registered with kube-scheduler's own registry (legacyregistry),
+// so they are served on the scheduler's /metrics beside the framework's.
+// docs/metrics.md lists them. Labels are bounded: VC names, leaf cell types,
+// and small fixed sets; never pod or group names.
+
+const metricsNamespace = "hivesched"
+
+var (
+	placementDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace: metricsNamespace,
+		Name:      "placement_duration_seconds",
+		Help: "Time the cell core took to decide an affinity group's placement (Schedule), by decision: " +
+			"placed, preempt, wait, error.",
+		// 10 µs to about 0.3 s: the core decides in microseconds.
+		Buckets:        metrics.ExponentialBuckets(0.00001, 2, 16),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	preemptedGroups = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace,
+		Name:      "preempted_affinity_groups_total",
+		Help: "Affinity groups preempted, by the victim's virtual cluster and kind: lazy (downgraded to opportunistic, " +
+			"kept running) or delete (its pods deleted).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"virtual_cluster", "kind"})
+
+	preemptedPods = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      metricsNamespace,
+		Name:           "preempted_pods_total",
+		Help:           "Pods of preempted affinity groups, by the victim's virtual cluster and kind (lazy, delete).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"virtual_cluster", "kind"})
+
+	recoveryDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace:      metricsNamespace,
+		Name:           "recovery_duration_seconds",
+		Help:           "Time taken to rebuild the allocations of running pods (at start, or on gaining leadership).",
+		Buckets:        metrics.ExponentialBuckets(0.001, 4, 10),
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	recoveredGroups = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace,
+		Name:      "recovered_affinity_groups_total",
+		Help: "Affinity groups rebuilt from their pods' placement records, by result: recovered, refused (the core " +
+			"refused the record), untrusted_pods (pods whose record is not signed by hivesched, counted per pod).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
+	healthChanges = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      metricsNamespace,
+		Name:           "node_health_changes_total",
+		Help:           "Node health transitions seen by the scheduler, by the new health: healthy, bad, maintenance, retired, unknown.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"health"})
+
+	clusterLeafCellsDesc = metrics.NewDesc(metricsNamespace+"_cluster_leaf_cells",
+		"Physical leaf cells (GPUs) by leaf cell type and state: total, free (schedulable and Free), used (by any group), "+
+			"opportunistic (used by opportunistic groups), reserved (by a preempting group), bad (bad, maintenance or retired hardware).",
+		[]string{"scheduler", "leaf_cell_type", "state"}, nil, metrics.ALPHA, "")
+	vcLeafCellsDesc = metrics.NewDesc(metricsNamespace+"_virtual_cluster_leaf_cells",
+		"A virtual cluster's leaf cells by leaf cell type and state: total (its quota), used (by its guaranteed groups), "+
+			"free, reserved (by its preempting groups), bad (bound to lost hardware), opportunistic (used by its opportunistic "+
+			"groups, anywhere in the cluster). The same counts as the VirtualCluster status.",
+		[]string{"scheduler", "virtual_cluster", "leaf_cell_type", "state"}, nil, metrics.ALPHA, "")
+	groupsDesc = metrics.NewDesc(metricsNamespace+"_affinity_groups",
+		"Affinity groups the scheduler holds, by virtual cluster and state (Pending, Preempting, Allocated, Being preempted).",
+		[]string{"scheduler", "virtual_cluster", "state"}, nil, metrics.ALPHA, "")
+)
+
+var registerOnce sync.Once
+
+// registerMetrics registers the metrics once per process and makes p the
+// instance the gauges are read from for its scheduler name (profile), until
+// its context ends. Gauges are read at scrape time from the core: the
+// scheduling path updates nothing for them.
+func registerMetrics(p *HiveSched, done <-chan struct{}) {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(placementDuration, preemptedGroups, preemptedPods, recoveryDuration, recoveredGroups, healthChanges)
+		legacyregistry.CustomMustRegister(cellCollector)
+	})
+	cellCollector.add(p)
+	go func() {
+		<-done
+		cellCollector.remove(p)
+	}()
+}
+
+// observePlacement records one core decision.
+func observePlacement(start time.Time, d cellcore.Decision, err error) {
+	result := "error"
+	if err == nil {
+		switch d.Kind {
+		case cellcore.Placed:
+			result = "placed"
+		case cellcore.Preempt:
+			result = "preempt"
+		default:
+			result = "wait"
+		}
+	}
+	placementDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+}
+
+// collector reads the cell gauges from the live plugin instances, one per
+// scheduler name (a process runs one per profile; a test may start a second
+// instance of a name before the first is gone: the newest counts).
+type collector struct {
+	metrics.BaseStableCollector
+	mu        sync.Mutex
+	instances map[string]*HiveSched
+}
+
+var cellCollector = &collector{instances: map[string]*HiveSched{}}
+
+func (c *collector) add(p *HiveSched) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.instances[p.schedulerName] = p
+}
+
+func (c *collector) remove(p *HiveSched) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.instances[p.schedulerName] == p {
+		delete(c.instances, p.schedulerName)
+	}
+}
+
+func (c *collector) DescribeWithStability(ch chan<- *metrics.Desc) {
+	ch <- clusterLeafCellsDesc
+	ch <- vcLeafCellsDesc
+	ch <- groupsDesc
+}
+
+func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
+	c.mu.Lock()
+	instances := make([]*HiveSched, 0, len(c.instances))
+	for _, p := range c.instances {
+		instances = append(instances, p)
+	}
+	c.mu.Unlock()
+	for _, p := range instances {
+		if !p.recovered.Load() {
+			continue // a standby's view is empty: the leader reports
+		}
+		name := p.schedulerName
+		u := p.core.LeafUsage()
+		for t, n := range u.Cluster {
+			for _, s := range leafStates(n) {
+				ch <- metrics.NewLazyConstMetric(clusterLeafCellsDesc, metrics.GaugeValue, float64(s.n), name, t, s.state)
+			}
+		}
+		for vc, byType := range u.VCs {
+			for t, n := range byType {
+				for _, s := range leafStates(n) {
+					ch <- metrics.NewLazyConstMetric(vcLeafCellsDesc, metrics.GaugeValue, float64(s.n), name, vc, t, s.state)
+				}
+			}
+			st, ok := p.core.VirtualClusterStatus(vc)
+			if !ok {
+				continue
+			}
+			for _, s := range []cellcore.AGState{cellcore.AGPending, cellcore.AGPreempting, cellcore.AGAllocated, cellcore.AGBeingPreempted} {
+				ch <- metrics.NewLazyConstMetric(groupsDesc, metrics.GaugeValue, float64(st.AffinityGroups[s]), name, vc, s.String())
+			}
+		}
+	}
+}
+
+type stateCount struct {
+	state string
+	n     int32
+}
+
+func leafStates(n cellcore.LeafUsage) []stateCount {
+	return []stateCount{{"total", n.Total}, {"free", n.Free}, {"used", n.Used}, {"opportunistic", n.Opportunistic}, {"reserved", n.Reserved}, {"bad", n.Bad}}
+}
+
+// healthLabel is a node health as a metric label value.
+func healthLabel(h cellcore.NodeHealth) string { return strings.ToLower(h.String()) }
