@@ -2,22 +2,17 @@ package cellcore
 
 import (
 	"sort"
-	"strings"
 )
 
 // CellRecord is one physical cell as the inspect API shows it: a flat copy
-// taken under the core's lock (CellRecords), which the caller turns into a
-// tree outside it, so that an operator's view costs scheduling as little as
-// possible (measured in docs/cellcore.md).
+// of its mutable state taken under the core's lock (CellRecords), which the
+// caller turns into a tree outside it, so that an operator's view costs
+// scheduling as little as possible (BenchmarkInspect in plugins/hivesched
+// measures it). What never changes after the model is built (type, address,
+// node, device index) is read through the cell, without the lock.
 type CellRecord struct {
-	Parent   int32 // index of the parent record, -1 for a top cell
-	Chain    string
-	LeafType string
-	CellType string
-	Level    int
-	Address  string
-	Node     string
-	Index    int32 // leaves: device index
+	cell   *Cell
+	Parent int32 // index of the parent record, -1 for a top cell
 	// Health: "good", "doomed" (a VC keeps it bound to lost hardware), or
 	// the node's health (or "bad" for a bad device) when not schedulable.
 	Health string
@@ -35,55 +30,189 @@ type CellRecord struct {
 	Leaves, Used, Free, Bad int32
 }
 
-// CellRecords copies every physical cell, depth first, each after its
-// parent. It holds the core's lock for one walk and allocates one slice.
-func (k *Core) CellRecords() []CellRecord {
+// Chain is the name of the cell's chain (its top-level cell type).
+func (r *CellRecord) Chain() string { return r.cell.chain.name }
+
+// LeafType is the leaf cell type of the cell's chain.
+func (r *CellRecord) LeafType() string { return r.cell.chain.leafType }
+
+// CellType is the cell's type.
+func (r *CellRecord) CellType() string { return r.cell.chain.levelType[r.cell.level] }
+
+// Level is the cell's level: 1 for leaf cells.
+func (r *CellRecord) Level() int { return int(r.cell.level) }
+
+// Address is the cell's address (a node name at node level, a device index
+// for a leaf).
+func (r *CellRecord) Address() string { return r.cell.address }
+
+// Node is the node of a cell at or below node level.
+func (r *CellRecord) Node() string { return r.cell.NodeName() }
+
+// Index is a leaf cell's device index (-1 above the leaves).
+func (r *CellRecord) Index() int32 {
+	if r.cell.isLeaf() {
+		return r.cell.index
+	}
+	return -1
+}
+
+// CellRecords copies the physical cells, depth first, each after its
+// parent: all of them, or (vc) the cells bound to a VC and their ancestors,
+// or (node) a node's cells and their ancestors. The copy is appended to buf
+// (pass the last answer, emptied, to reuse its memory). It holds the core's
+// lock for one walk of what it copies and allocates nothing else.
+func (k *Core) CellRecords(buf []CellRecord, vc, node string) []CellRecord {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := make([]CellRecord, 0, k.cellCount)
-	var walk func(c *Cell, parent int32, vc, pinned string)
-	walk = func(c *Cell, parent int32, vc, pinned string) {
-		r := CellRecord{Parent: parent, Chain: c.chain.name, LeafType: c.chain.leafType, CellType: c.chain.levelType[c.level],
-			Level: int(c.level), Address: c.address, Node: c.NodeName(), Index: -1, Priority: -2,
-			Leaves: c.leafCount, Used: c.guarLeaves + c.oppLeaves, Free: c.freeLeaves, Bad: c.lostLeaves, Health: "good"}
-		if c.pool != nil && (c.pool.vc != nil || c.pool.pinnedID != "") {
-			r.BindingRoot = true
-			pinned = c.pool.pinnedID
-			if c.pool.vc != nil {
-				vc = c.pool.vc.name
+	w := recordWalker{out: buf[:0]}
+	switch {
+	case node != "":
+		if n := k.nodes[node]; n != nil {
+			w.at = map[*Cell]int32{}
+			for _, c := range n.cells {
+				w.subtree(c)
 			}
 		}
-		r.VirtualCluster, r.PinnedCellID = vc, pinned
-		switch {
-		case c.doomed:
-			r.Health = "doomed"
-		case c.isLeaf() && c.deviceBad:
-			r.Health = "bad"
-		case c.node != nil && c.node.health != NodeHealthy:
-			r.Health = strings.ToLower(c.node.health.String())
-		}
-		if c.isLeaf() {
-			r.Index, r.State = c.index, c.state
-			if c.using != nil {
-				r.Group, r.Priority = c.using.spec.Name, c.using.priority()
+	case vc != "":
+		if v := k.vcs[vc]; v != nil {
+			w.at = map[*Cell]int32{}
+			for _, ch := range k.chainOrder {
+				p := v.pools[ch]
+				if p == nil {
+					continue
+				}
+				var roots []*Cell
+				for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+					roots = append(roots, p.roots.buckets[key]...)
+				}
+				sort.Slice(roots, func(i, j int) bool { return cellBefore(roots[i], roots[j]) })
+				for _, r := range roots {
+					w.subtree(r)
+				}
 			}
-			if c.reserving != nil {
-				r.Reserving = c.reserving.spec.Name
+			for _, p := range v.pinned {
+				w.subtree(k.pinned[p.pinnedID])
 			}
 		}
-		out = append(out, r)
-		me := int32(len(out) - 1)
-		for _, ch := range c.children {
-			walk(ch, me, vc, pinned)
+	default:
+		if w.out == nil {
+			w.out = make([]CellRecord, 0, k.cellCount)
+		}
+		for _, ch := range k.chainOrder {
+			for _, t := range ch.tops {
+				w.walk(t, -1, "", "")
+			}
 		}
 	}
-	for _, ch := range k.chainOrder {
-		for _, t := range ch.tops {
-			walk(t, -1, "", "")
-		}
-	}
-	return out
+	return w.out
 }
+
+// cellBefore orders cells of one chain as a depth-first walk meets them.
+func cellBefore(a, b *Cell) bool {
+	pa, pb := a.pathFromTop(), b.pathFromTop()
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		if pa[i] != pb[i] {
+			return pa[i] < pb[i]
+		}
+	}
+	return len(pa) < len(pb)
+}
+
+// pathFromTop is the cell's position: its top cell's index among the
+// chain's tops, then its index among its siblings at each level.
+func (c *Cell) pathFromTop() []int {
+	var path []int
+	for x := c; x != nil; x = x.parent {
+		sibs := x.chain.tops
+		if x.parent != nil {
+			sibs = x.parent.children
+		}
+		for i, s := range sibs {
+			if s == x {
+				path = append(path, i)
+				break
+			}
+		}
+	}
+	for i, j := 0, len(path)-1; i < j; i, j = i+1, j-1 {
+		path[i], path[j] = path[j], path[i]
+	}
+	return path
+}
+
+type recordWalker struct {
+	out []CellRecord
+	at  map[*Cell]int32 // filtered walks: ancestors already copied
+}
+
+// subtree copies c's ancestors (those not copied yet) and c's subtree.
+func (w *recordWalker) subtree(c *Cell) {
+	var up []*Cell
+	for x := c.parent; x != nil; x = x.parent {
+		up = append(up, x)
+	}
+	parent, vc, pinned := int32(-1), "", ""
+	for i := len(up) - 1; i >= 0; i-- {
+		a := up[i]
+		vc, pinned = bindingOf(a, vc, pinned)
+		if at, ok := w.at[a]; ok {
+			parent = at
+			continue
+		}
+		w.out = append(w.out, record(a, parent, vc, pinned))
+		parent = int32(len(w.out) - 1)
+		w.at[a] = parent
+	}
+	w.walk(c, parent, vc, pinned)
+}
+
+func (w *recordWalker) walk(c *Cell, parent int32, vc, pinned string) {
+	vc, pinned = bindingOf(c, vc, pinned)
+	w.out = append(w.out, record(c, parent, vc, pinned))
+	me := int32(len(w.out) - 1)
+	for _, ch := range c.children {
+		w.walk(ch, me, vc, pinned)
+	}
+}
+
+// bindingOf is the VC and pinned cell of c, given its parent's.
+func bindingOf(c *Cell, vc, pinned string) (string, string) {
+	if c.pool != nil && (c.pool.vc != nil || c.pool.pinnedID != "") {
+		pinned = c.pool.pinnedID
+		if c.pool.vc != nil {
+			vc = c.pool.vc.name
+		}
+	}
+	return vc, pinned
+}
+
+func record(c *Cell, parent int32, vc, pinned string) CellRecord {
+	r := CellRecord{cell: c, Parent: parent, Priority: -2, VirtualCluster: vc, PinnedCellID: pinned,
+		Leaves: c.leafCount, Used: c.guarLeaves + c.oppLeaves, Free: c.freeLeaves, Bad: c.lostLeaves, Health: "good"}
+	r.BindingRoot = c.pool != nil && (c.pool.vc != nil || c.pool.pinnedID != "")
+	switch {
+	case c.doomed:
+		r.Health = "doomed"
+	case c.isLeaf() && c.deviceBad:
+		r.Health = "bad"
+	case c.node != nil && c.node.health != NodeHealthy:
+		r.Health = healthNames[c.node.health]
+	}
+	if c.isLeaf() {
+		r.State = c.state
+		if c.using != nil {
+			r.Group, r.Priority = c.using.spec.Name, c.using.priority()
+		}
+		if c.reserving != nil {
+			r.Reserving = c.reserving.spec.Name
+		}
+	}
+	return r
+}
+
+// healthNames are the lowercase node healths, without allocating.
+var healthNames = map[NodeHealth]string{NodeUnknown: "unknown", NodeHealthy: "healthy", NodeBad: "bad", NodeMaintenance: "maintenance", NodeRetired: "retired"}
 
 // GroupExplanation is what the inspect API says of one group.
 type GroupExplanation struct {

@@ -17,20 +17,20 @@ func TestCellRecordsAndExplain(t *testing.T) {
 	vcPlace(t, k, ag("low", "a", 1, 1, 8))
 	require.NoError(t, k.SetLeafCellHealth("r0-n3", "V100", 2, true))
 
-	recs := k.CellRecords()
+	recs := k.CellRecords(nil, "", "")
 	snap := k.Snapshot()
 	var leaves []CellRecord
 	for i, r := range recs {
 		require.Less(t, int(r.Parent), i)
-		if r.Level == 1 {
+		if r.Level() == 1 {
 			leaves = append(leaves, r)
 		}
 	}
 	require.Len(t, leaves, len(snap.LeafCells))
 	used, bad := int32(0), int32(0)
 	for i, l := range leaves {
-		require.Equal(t, snap.LeafCells[i].Node, l.Node)
-		require.Equal(t, snap.LeafCells[i].Index, l.Index)
+		require.Equal(t, snap.LeafCells[i].Node, l.Node())
+		require.Equal(t, snap.LeafCells[i].Index, l.Index())
 		require.Equal(t, snap.LeafCells[i].State, l.State)
 		require.Equal(t, snap.LeafCells[i].UsingGroup, l.Group)
 		if l.Group != "" {

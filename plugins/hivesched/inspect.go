@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -131,23 +132,34 @@ func cellIDs(recs []cellcore.CellRecord) []string {
 	ids := make([]string, len(recs))
 	for i, r := range recs {
 		if r.Parent < 0 {
-			ids[i] = r.Chain + "/" + r.Address
+			ids[i] = r.Chain() + "/" + r.Address()
 		} else {
-			ids[i] = ids[r.Parent] + "/" + r.Address
+			ids[i] = ids[r.Parent] + "/" + r.Address()
 		}
 	}
 	return ids
 }
 
+// recordBufs keeps the records' memory from one answer to the next: a
+// fresh buffer for the whole cluster is megabytes of zeroed pages, the
+// larger part of the time the copy holds the core's lock.
+var recordBufs = sync.Pool{New: func() any { return new([]cellcore.CellRecord) }}
+
 // inspectCells builds the physical tree from one CellRecords copy, outside
 // the core's lock. vc keeps the cells bound to it; node keeps that node's
 // cells; both keep the ancestors of what they keep.
 func (p *HiveSched) inspectCells(vc, node string) iv1.ClusterCells {
-	recs := p.core.CellRecords()
+	buf := recordBufs.Get().(*[]cellcore.CellRecord)
+	recs := p.core.CellRecords(*buf, vc, node)
+	defer func() {
+		clear(recs) // drop the references to group names and cells
+		*buf = recs[:0]
+		recordBufs.Put(buf)
+	}()
 	ids := cellIDs(recs)
 	keep := make([]bool, len(recs))
 	for i, r := range recs {
-		if (vc == "" || r.VirtualCluster == vc) && (node == "" || r.Node == node) {
+		if (vc == "" || r.VirtualCluster == vc) && (node == "" || r.Node() == node) {
 			for j := int32(i); j >= 0 && !keep[j]; j = recs[j].Parent {
 				keep[j] = true
 			}
@@ -164,13 +176,13 @@ func (p *HiveSched) inspectCells(vc, node string) iv1.ClusterCells {
 		if !keep[i] {
 			continue
 		}
-		r := recs[i]
+		r := &recs[i]
 		c := &cells[i]
-		c.ID, c.CellType, c.Level, c.Address, c.Node, c.Health = ids[i], r.CellType, r.Level, r.Address, r.Node, r.Health
+		c.ID, c.CellType, c.Level, c.Address, c.Node, c.Health = ids[i], r.CellType(), r.Level(), r.Address(), r.Node(), r.Health
 		c.VirtualCluster, c.PinnedCellID = r.VirtualCluster, r.PinnedCellID
 		c.Leaves, c.UsedLeaves, c.FreeLeaves, c.BadLeaves = r.Leaves, r.Used, r.Free, r.Bad
-		if r.Level == 1 {
-			idx := r.Index
+		if r.Level() == 1 {
+			idx := r.Index()
 			c.Index = &idx
 			c.State = r.State.String()
 			c.Group, c.ReservingGroup = r.Group, r.Reserving
@@ -190,12 +202,12 @@ func (p *HiveSched) inspectCells(vc, node string) iv1.ClusterCells {
 	}
 	for k := len(tops) - 1; k >= 0; k-- {
 		i := tops[k]
-		r := recs[i]
-		ci, ok := chains[r.Chain]
+		r := &recs[i]
+		ci, ok := chains[r.Chain()]
 		if !ok {
 			ci = len(out.Chains)
-			chains[r.Chain] = ci
-			out.Chains = append(out.Chains, iv1.Chain{Name: r.Chain, LeafCellType: r.LeafType, Levels: p.chainLevels(recs, i)})
+			chains[r.Chain()] = ci
+			out.Chains = append(out.Chains, iv1.Chain{Name: r.Chain(), LeafCellType: r.LeafType(), Levels: p.chainLevels(recs, i)})
 		}
 		out.Chains[ci].Cells = append(out.Chains[ci].Cells, cells[i])
 	}
@@ -205,12 +217,12 @@ func (p *HiveSched) inspectCells(vc, node string) iv1.ClusterCells {
 // chainLevels names the cell type of each level of the chain whose top cell
 // is recs[top], leaf first, from the records below it.
 func (p *HiveSched) chainLevels(recs []cellcore.CellRecord, top int) []string {
-	levels := make([]string, recs[top].Level)
+	levels := make([]string, recs[top].Level())
 	for i := top; i < len(recs) && (i == top || recs[i].Parent >= 0); i++ {
-		if l := recs[i].Level; l >= 1 && l <= len(levels) && levels[l-1] == "" {
-			levels[l-1] = recs[i].CellType
+		if l := recs[i].Level(); l >= 1 && l <= len(levels) && levels[l-1] == "" {
+			levels[l-1] = recs[i].CellType()
 		}
-		if recs[i].Level == 1 {
+		if recs[i].Level() == 1 {
 			break // the first leaf: every level above it was on the way down
 		}
 	}
@@ -241,25 +253,30 @@ func (p *HiveSched) inspectVCs(name string) []iv1.VirtualCluster {
 	if len(infos) == 0 {
 		return nil
 	}
-	// Physical cells bound to each VC (as wholes), from one copy.
-	recs := p.core.CellRecords()
-	ids := cellIDs(recs)
+	// Physical cells bound to each VC (as wholes): a copy of each VC's
+	// cells.
 	type levelKey struct {
 		vc, chain string
 		level     int
 	}
 	bound := map[levelKey][]string{}
 	pinnedAt := map[string]string{}
-	for i, r := range recs {
-		if !r.BindingRoot {
-			continue
+	var recs []cellcore.CellRecord
+	for n := range infos {
+		recs = p.core.CellRecords(recs, n, "")
+		ids := cellIDs(recs)
+		for i := range recs {
+			r := &recs[i]
+			if !r.BindingRoot {
+				continue
+			}
+			if r.PinnedCellID != "" {
+				pinnedAt[r.PinnedCellID] = ids[i]
+				continue
+			}
+			k := levelKey{r.VirtualCluster, r.Chain(), r.Level()}
+			bound[k] = append(bound[k], ids[i])
 		}
-		if r.PinnedCellID != "" {
-			pinnedAt[r.PinnedCellID] = ids[i]
-			continue
-		}
-		k := levelKey{r.VirtualCluster, r.Chain, r.Level}
-		bound[k] = append(bound[k], ids[i])
 	}
 	names := make([]string, 0, len(infos))
 	for n := range infos {

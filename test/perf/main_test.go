@@ -15,6 +15,8 @@ package perf
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,11 +36,13 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	_ "k8s.io/component-base/logs/json/register"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedperf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"sigs.k8s.io/yaml"
 
+	hsconfig "github.com/hivesched/hivesched/apis/config"
 	// Both register their plugin Args in the kube-scheduler config scheme.
 	_ "github.com/hivesched/hivesched/apis/config/scheme"
 	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
@@ -78,7 +82,7 @@ func TestMain(m *testing.M) {
 
 func BenchmarkPerfScheduling(b *testing.B) {
 	registry := frameworkruntime.Registry{
-		hivesched.Name:    withCRDs(hivesched.New, hiveCRD()),
+		hivesched.Name:    withInspectPolling(withCRDs(hivesched.New, hiveCRD())),
 		coscheduling.Name: collectOnStop(withCRDs(coscheduling.New, podGroupCRD())),
 	}
 	schedperf.RunBenchmarkPerfScheduling(b, configFile, "hivesched", registry, schedperf.WithPrepareFn(watchGangs))
@@ -120,6 +124,9 @@ func render(dir string) (string, error) {
 			return "", err
 		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-prebind-%d.yaml", n)), schedulerConfig(n, false)); err != nil {
+			return "", err
+		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-inspected-%d.yaml", n)), withInspectAPI(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("vc-%d.yaml", n)), virtualCluster("perf", n)); err != nil {
@@ -232,10 +239,64 @@ func schedulerConfig(n int, bindFirst bool) map[string]any {
 				map[string]any{"name": hivesched.Name, "args": map[string]any{
 					"permitWaitingTimeSeconds":    60,
 					"statusUpdateIntervalSeconds": 5,
+					"inspectBindAddress":          "", // withInspectAPI turns it on
 					"physicalCluster":             physicalCluster(n),
 				}},
 			},
 		}},
+	}
+}
+
+// inspectAddress is where the HiveSchedInspected contender serves the
+// inspect API, which pollInspect reads once a second.
+const inspectAddress = "127.0.0.1:10298"
+
+// withInspectAPI turns HiveSched's inspect API on in a schedulerConfig.
+func withInspectAPI(cfg map[string]any) map[string]any {
+	profile := cfg["profiles"].([]any)[0].(map[string]any)
+	for _, pc := range profile["pluginConfig"].([]any) {
+		if pc.(map[string]any)["name"] == hivesched.Name {
+			pc.(map[string]any)["args"].(map[string]any)["inspectBindAddress"] = inspectAddress
+		}
+	}
+	return cfg
+}
+
+// withInspectPolling starts, for a HiveSched whose inspect API is on, a
+// client that reads the whole cell tree, the VCs and the groups and gathers
+// the metrics once a second while the plugin lives, as an operator's
+// dashboard would.
+func withInspectPolling(factory frameworkruntime.PluginFactory) frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+		pl, err := factory(ctx, obj, h)
+		if err != nil {
+			return nil, err
+		}
+		if args, ok := obj.(*hsconfig.HiveSchedArgs); ok && args.InspectBindAddress != "" {
+			go pollInspect(ctx, args.InspectBindAddress)
+		}
+		return pl, nil
+	}
+}
+
+func pollInspect(ctx context.Context, addr string) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, path := range []string{"cells", "virtualclusters", "affinitygroups"} {
+			resp, err := http.Get("http://" + addr + "/v1/inspect/" + path)
+			if err != nil {
+				continue
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+		_, _ = legacyregistry.DefaultGatherer.Gather()
 	}
 }
 
