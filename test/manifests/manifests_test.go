@@ -12,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2"
@@ -165,4 +168,45 @@ func TestSampleVirtualClustersFit(t *testing.T) {
 	}
 	require.Equal(t, 2, n)
 	require.NoError(t, k.CheckInvariants())
+}
+
+// The inspect API's opt-in manifest decodes strictly, and its Service
+// selects the scheduler's pods on the port the reader role names.
+func TestInspectServiceProxyManifest(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "manifests", "inspect", "service-proxy.yaml"))
+	require.NoError(t, err)
+	dec := yaml.NewDocumentDecoder(io.NopCloser(bytes.NewReader(raw)))
+	buf := make([]byte, 1<<16)
+	kinds := map[string]bool{}
+	for {
+		m, err := dec.Read(buf)
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		var meta struct{ Kind string }
+		require.NoError(t, sigsyaml.Unmarshal(buf[:m], &meta))
+		kinds[meta.Kind] = true
+		switch meta.Kind {
+		case "Service":
+			var s corev1.Service
+			require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &s))
+			require.Equal(t, "hivesched-scheduler", s.Spec.Selector["app"])
+			require.Equal(t, int32(10262), s.Spec.Ports[0].Port)
+		case "Role":
+			var r rbacv1.Role
+			require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &r))
+			require.Equal(t, []string{"get"}, r.Rules[0].Verbs)
+			require.Contains(t, r.Rules[0].ResourceNames, "hivesched-inspect:10262")
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &b))
+		case "NetworkPolicy":
+			var np networkingv1.NetworkPolicy
+			require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &np))
+		default:
+			t.Fatalf("unexpected kind %q", meta.Kind)
+		}
+	}
+	require.Len(t, kinds, 4)
 }
