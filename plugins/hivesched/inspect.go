@@ -70,7 +70,18 @@ func (p *HiveSched) inspectHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+iv1.PathPrefix+"cells", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		reply(w, http.StatusOK, p.inspectCells(q.Get("vc"), q.Get("node")))
+		vc, node := q.Get("vc"), q.Get("node")
+		if node != "" {
+			if _, known := p.core.NodeHealthOf(node); !known {
+				replyError(w, http.StatusNotFound, fmt.Sprintf("node %q is not in the physical cluster (the HiveSched args' physicalCluster)", node))
+				return
+			}
+		}
+		if vc != "" && len(p.inspectVCs(vc)) == 0 {
+			replyError(w, http.StatusNotFound, fmt.Sprintf("virtual cluster %q is not known to the scheduler", vc))
+			return
+		}
+		reply(w, http.StatusOK, p.inspectCells(vc, node))
 	})
 	mux.HandleFunc("GET "+iv1.PathPrefix+"virtualclusters", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, p.inspectVCs(""))
@@ -169,7 +180,7 @@ func (p *HiveSched) inspectCells(vc, node string) iv1.ClusterCells {
 	// cell's subtree is complete when it is reached, and it is then added
 	// to its parent (children end up reversed, and are put back in order).
 	cells := make([]iv1.Cell, len(recs))
-	out := iv1.ClusterCells{GeneratedAt: time.Now().UTC(), Filter: iv1.Filter{VirtualCluster: vc, Node: node}}
+	out := iv1.ClusterCells{GeneratedAt: time.Now().UTC(), Chains: []iv1.Chain{}, Filter: iv1.Filter{VirtualCluster: vc, Node: node}}
 	chains := map[string]int{}
 	var tops []int
 	for i := len(recs) - 1; i >= 0; i-- {

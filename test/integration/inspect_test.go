@@ -162,6 +162,11 @@ func TestInspectAndMetrics(t *testing.T) {
 		require.Equal(t, 16, leavesOf(a.Chains[0].Cells, func(*iv1.Cell) bool { return true }), "the VC's cells only")
 		require.Len(t, a.Chains[0].Cells[0].Children, 2, "its two nodes under their rack")
 
+		var e iv1.Error
+		require.Equal(t, http.StatusNotFound, inspectGet(t, addr, "cells?node=nope", &e))
+		require.Contains(t, e.Error, `node "nope" is not in the physical cluster`)
+		require.Equal(t, http.StatusNotFound, inspectGet(t, addr, "cells?vc=nope", &e))
+
 		var n iv1.ClusterCells
 		require.Equal(t, http.StatusOK, inspectGet(t, addr, "cells?node="+oNode, &n))
 		require.Equal(t, 8, leavesOf(n.Chains[0].Cells, func(*iv1.Cell) bool { return true }))
