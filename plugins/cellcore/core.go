@@ -19,6 +19,7 @@ type Core struct {
 	vcs        map[string]*vcState
 	groups     map[string]*AffinityGroup
 	cellCount  int
+	leafCells  int64 // of the whole cluster: no group may ask for more
 
 	seq              uint64
 	epoch            uint32
@@ -46,6 +47,7 @@ func New(cfg Config) (*Core, error) {
 	for _, ch := range k.chainOrder {
 		k.leafTypes[ch.leafType] = true
 		top = max(top, ch.top)
+		k.leafCells += int64(len(ch.tops)) * int64(ch.leafCount[ch.top])
 	}
 	k.dirty = make([][]*Cell, top+1)
 	k.srch.k = k

@@ -98,29 +98,11 @@ func (k *Core) validateSpec(s *AffinityGroupSpec) error {
 	if s.Name == "" {
 		return fmt.Errorf("affinity group name is empty")
 	}
-	if s.Priority < OpportunisticPriority || s.Priority > MaxPriority {
-		return fmt.Errorf("affinity group %q: priority %d is out of range [%d, %d]", s.Name, s.Priority, OpportunisticPriority, MaxPriority)
+	sz, err := k.validateShape(s)
+	if err != nil {
+		return err
 	}
-	if len(s.Members) == 0 {
-		return fmt.Errorf("affinity group %q: no members", s.Name)
-	}
-	var pods int64
-	var maxLeaves int32
-	for i, m := range s.Members {
-		if m.PodNumber <= 0 {
-			return fmt.Errorf("affinity group %q: members[%d].podNumber must be positive, got %d", s.Name, i, m.PodNumber)
-		}
-		if m.LeafCellNumber <= 0 {
-			return fmt.Errorf("affinity group %q: members[%d].leafCellNumber must be positive, got %d", s.Name, i, m.LeafCellNumber)
-		}
-		pods += int64(m.PodNumber)
-		if m.LeafCellNumber > maxLeaves {
-			maxLeaves = m.LeafCellNumber
-		}
-	}
-	if pods > MaxPodsPerGroup {
-		return fmt.Errorf("affinity group %q: %d pods, more than the supported %d", s.Name, pods, MaxPodsPerGroup)
-	}
+	maxLeaves, total := sz.maxLeaves, sz.leaves
 	if s.VirtualCluster == "" {
 		return fmt.Errorf("affinity group %q: virtual cluster is empty", s.Name)
 	}
@@ -150,10 +132,6 @@ func (k *Core) validateSpec(s *AffinityGroupSpec) error {
 	// fit in their VC's cells.
 	var fitsNode, fitsVC bool
 	var vcLeaves, nodeLeaves int32
-	total := int32(0)
-	for _, m := range s.Members {
-		total += m.PodNumber * m.LeafCellNumber
-	}
 	for _, ch := range k.candidateChains(s, vc) {
 		nl := ch.leafCount[ch.nodeLevel]
 		if nl > nodeLeaves {
@@ -167,7 +145,7 @@ func (k *Core) validateSpec(s *AffinityGroupSpec) error {
 			if cap > vcLeaves {
 				vcLeaves = cap
 			}
-			if cap >= total {
+			if int64(cap) >= total {
 				fitsVC = true
 			}
 		}
@@ -178,7 +156,53 @@ func (k *Core) validateSpec(s *AffinityGroupSpec) error {
 	if s.Priority >= 0 && !fitsVC {
 		return fmt.Errorf("affinity group %q: asks for %d leaf cells in total, but virtual cluster %q has at most %d in one chain", s.Name, total, s.VirtualCluster, vcLeaves)
 	}
+	// An opportunistic group has no VC bound: it can still never have more
+	// than the cluster (and waiting for that forever helps nobody).
+	if total > k.leafCells {
+		return fmt.Errorf("affinity group %q: asks for %d leaf cells in total, more than the %d of the whole cluster", s.Name, total, k.leafCells)
+	}
 	return nil
+}
+
+// groupSize is what validateShape computed of a spec's members.
+type groupSize struct {
+	pods      int64 // pods of all members
+	leaves    int64 // leaf cells of all members
+	maxLeaves int32 // the largest pod's leaf cells
+}
+
+// validateShape checks the part of a spec that says how much a group is:
+// the priority range and the members, each count positive, at most
+// MaxPodsPerGroup pods in all. The sums are int64: the counts are int32
+// each, and a product or a sum of them must not wrap around into a small (or
+// negative) number that passes the checks. It runs before anything is
+// allocated per pod, so a request of 2^31 pods costs no more than one of 2.
+func (k *Core) validateShape(s *AffinityGroupSpec) (groupSize, error) {
+	var sz groupSize
+	if s.Priority < OpportunisticPriority || s.Priority > MaxPriority {
+		return sz, fmt.Errorf("affinity group %q: priority %d is out of range [%d, %d]", s.Name, s.Priority, OpportunisticPriority, MaxPriority)
+	}
+	if len(s.Members) == 0 {
+		return sz, fmt.Errorf("affinity group %q: no members", s.Name)
+	}
+	for i, m := range s.Members {
+		if m.PodNumber <= 0 {
+			return sz, fmt.Errorf("affinity group %q: members[%d].podNumber must be positive, got %d", s.Name, i, m.PodNumber)
+		}
+		if m.LeafCellNumber <= 0 {
+			return sz, fmt.Errorf("affinity group %q: members[%d].leafCellNumber must be positive, got %d", s.Name, i, m.LeafCellNumber)
+		}
+		sz.pods += int64(m.PodNumber)
+		sz.leaves += int64(m.PodNumber) * int64(m.LeafCellNumber)
+		sz.maxLeaves = max(sz.maxLeaves, m.LeafCellNumber)
+		if sz.pods > MaxPodsPerGroup {
+			break // the rest cannot make it smaller
+		}
+	}
+	if sz.pods > MaxPodsPerGroup {
+		return sz, fmt.Errorf("affinity group %q: %d pods, more than the supported %d", s.Name, sz.pods, MaxPodsPerGroup)
+	}
+	return sz, nil
 }
 
 // candidateChains lists the chains a group may use, in a stable order.

@@ -2,6 +2,7 @@ package cellcore
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 )
@@ -227,7 +228,7 @@ type builder struct {
 	pinned         []pinnedRef
 	count          int
 	curNode        *node
-	nextDevice     int32
+	nextDevice     int64
 	devices        map[int32]bool
 	// bulk storage, to build large clusters with few allocations
 	cells []Cell
@@ -323,20 +324,26 @@ func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where
 	default:
 		c.nodeCell = parent.nodeCell
 		if ti.isLeaf {
+			// Device indices are int32 (placements, records, the isolation
+			// annotation): an address that does not fit is refused, never
+			// truncated into another device's index. nextDevice is int64 so
+			// that the index after the largest one is seen to overflow too.
 			idx := b.nextDevice
 			if addr != "" {
-				v, err := strconv.Atoi(addr)
+				v, err := strconv.ParseInt(addr, 10, 32)
 				if err != nil || v < 0 {
-					return nil, fmt.Errorf("%s: leaf cell address %q must be a device index (a non-negative integer)", where, addr)
+					return nil, fmt.Errorf("%s: leaf cell address %q must be a device index (an integer from 0 to %d)", where, addr, math.MaxInt32)
 				}
-				idx = int32(v)
+				idx = v
+			} else if idx > math.MaxInt32 {
+				return nil, fmt.Errorf("%s: leaf cell without cellAddress would get device index %d (the one after its sibling's), more than %d", where, idx, math.MaxInt32)
 			}
-			if b.devices[idx] {
+			if b.devices[int32(idx)] {
 				return nil, fmt.Errorf("%s: device index %d is used twice in node %q", where, idx, b.curNode.name)
 			}
-			b.devices[idx] = true
+			b.devices[int32(idx)] = true
 			b.nextDevice = idx + 1
-			c.index = idx
+			c.index = int32(idx)
 			addr = smallItoa(int(idx))
 		} else if addr == "" {
 			addr = smallItoa(sibling)

@@ -37,14 +37,11 @@ func (k *Core) RecoverAffinityGroup(spec AffinityGroupSpec, pods []RecoveredPod)
 	if g := k.groups[spec.Name]; g != nil {
 		return res, fmt.Errorf("affinity group %q is already known (%s)", spec.Name, g.state)
 	}
-	if spec.Name == "" || len(spec.Members) == 0 {
-		return res, fmt.Errorf("recovered affinity group needs a name and members")
+	if err := k.validateRecovered(&spec, len(pods)); err != nil {
+		return res, err
 	}
 	vc := k.vcs[spec.VirtualCluster]
 	g := newGroup(spec, vc, 0)
-	if len(pods) == 0 || len(pods) > len(g.slots) {
-		return res, fmt.Errorf("affinity group %q: %d recovered pods for %d members", spec.Name, len(pods), len(g.slots))
-	}
 	placement := make([][]*Cell, len(g.slots))
 	keys := make([]string, len(g.slots))
 	var ch *chain
@@ -159,6 +156,29 @@ func (k *Core) RecoverAffinityGroup(spec AffinityGroupSpec, pods []RecoveredPod)
 		}
 	}
 	return res, nil
+}
+
+// validateRecovered bounds a recovered spec before newGroup allocates a slot
+// per pod. The spec comes from a placement record on a pod, which its owner
+// can write: a forged podNumber of 2^31 must be refused here, not allocated
+// (nor crash-loop the scheduler). The VC, leaf cell type and pinned cell are
+// not checked: recovery downgrades a group whose VC or pinned cell is gone,
+// and finds no leaf for an unknown type.
+func (k *Core) validateRecovered(spec *AffinityGroupSpec, pods int) error {
+	if spec.Name == "" || len(spec.Members) == 0 {
+		return fmt.Errorf("recovered affinity group needs a name and members")
+	}
+	sz, err := k.validateShape(spec)
+	if err != nil {
+		return err
+	}
+	if sz.leaves > k.leafCells {
+		return fmt.Errorf("affinity group %q: asks for %d leaf cells in total, more than the %d of the whole cluster", spec.Name, sz.leaves, k.leafCells)
+	}
+	if pods == 0 || int64(pods) > sz.pods {
+		return fmt.Errorf("affinity group %q: %d recovered pods for %d members", spec.Name, pods, sz.pods)
+	}
+	return nil
 }
 
 // bindForRecovery binds the lowest ancestor of leaf l that the pool may still

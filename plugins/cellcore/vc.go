@@ -2,6 +2,7 @@ package cellcore
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 )
@@ -204,7 +205,15 @@ func (k *Core) setVC(spec VirtualClusterSpec) (VCChangeResult, error) {
 		if quota[ch] == nil {
 			quota[ch] = make([]int32, ch.top+1)
 		}
-		quota[ch][l] += vcell.CellNumber
+		// Entries of one type add up (HiveD allows a type twice). Summed in
+		// int32, two large entries wrapped around into a negative quota,
+		// which every capacity check then accepted.
+		sum := int64(quota[ch][l]) + int64(vcell.CellNumber)
+		if sum > math.MaxInt32 {
+			return res, fmt.Errorf("virtual cluster %q: virtualCells[%d]: the cellNumbers of cell type %s in chain %s add up to %d, more than the supported %d",
+				spec.Name, i, ch.levelType[l], ch.name, sum, math.MaxInt32)
+		}
+		quota[ch][l] = int32(sum)
 	}
 	v := k.vcs[spec.Name]
 	pinned := map[string]bool{}
