@@ -40,6 +40,11 @@ type HiveSchedArgs struct {
 	// writes of the same VirtualCluster.
 	StatusUpdateIntervalSeconds int64
 
+	// VictimGracePeriodSeconds caps the grace period a preempted pod is
+	// deleted with: a victim's own terminationGracePeriodSeconds (a tenant
+	// may set a year) would hold the preemptor's cells that long.
+	VictimGracePeriodSeconds int64
+
 	// InspectBindAddress is where the read-only inspect API listens (plain
 	// HTTP, host:port); empty disables it.
 	InspectBindAddress string

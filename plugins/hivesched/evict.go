@@ -19,9 +19,14 @@ import (
 // the preemptor stays Preempting meanwhile (its cells Reserving) and is
 // requeued when the last victim pod is gone.
 type evictor struct {
-	ctx     context.Context // the scheduler's lifetime, not a cycle's
-	delete  func(context.Context, *v1.Pod) error
-	backoff wait.Backoff
+	ctx    context.Context // the scheduler's lifetime, not a cycle's
+	delete func(context.Context, *v1.Pod) error
+	// stillVictim is asked before every attempt: the preemption may have
+	// been called off meanwhile (its preemptor deleted, or placed
+	// elsewhere: the victim group went back to Allocated, AG x2), and a pod
+	// that is no longer a victim must not be killed by a retry.
+	stillVictim func(*v1.Pod) bool
+	backoff     wait.Backoff
 	// quiet is how long a pod whose deletion succeeded is not asked for
 	// again: the informer may not have seen it go yet.
 	quiet time.Duration
@@ -31,14 +36,15 @@ type evictor struct {
 	deleted  map[types.UID]time.Time
 }
 
-func newEvictor(ctx context.Context, del func(context.Context, *v1.Pod) error) *evictor {
+func newEvictor(ctx context.Context, del func(context.Context, *v1.Pod) error, stillVictim func(*v1.Pod) bool) *evictor {
 	return &evictor{
-		ctx:      ctx,
-		delete:   del,
-		backoff:  wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 30 * time.Second},
-		quiet:    30 * time.Second,
-		inflight: map[types.UID]bool{},
-		deleted:  map[types.UID]time.Time{},
+		ctx:         ctx,
+		delete:      del,
+		stillVictim: stillVictim,
+		backoff:     wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 10, Cap: 30 * time.Second},
+		quiet:       30 * time.Second,
+		inflight:    map[types.UID]bool{},
+		deleted:     map[types.UID]time.Time{},
 	}
 }
 
@@ -68,7 +74,12 @@ func (e *evictor) evict(logger klog.Logger, pods []*v1.Pod) []*v1.Pod {
 
 func (e *evictor) run(logger klog.Logger, pod *v1.Pod) {
 	var last error
+	calledOff := false
 	err := wait.ExponentialBackoffWithContext(e.ctx, e.backoff, func(ctx context.Context) (bool, error) {
+		if !e.stillVictim(pod) {
+			calledOff = true
+			return true, nil
+		}
 		if last = e.delete(ctx, pod); last != nil {
 			logger.Error(last, "deleting a victim pod; retrying", "pod", klog.KObj(pod))
 			return false, nil
@@ -77,10 +88,14 @@ func (e *evictor) run(logger klog.Logger, pod *v1.Pod) {
 	})
 	e.mu.Lock()
 	delete(e.inflight, pod.UID)
-	if err == nil {
+	if err == nil && !calledOff {
 		e.deleted[pod.UID] = time.Now()
 	}
 	e.mu.Unlock()
+	if calledOff {
+		logger.Info("not deleting a pod that is no longer a victim: its preemption was called off", "pod", klog.KObj(pod))
+		return
+	}
 	if err != nil && e.ctx.Err() == nil {
 		// The preemptor's next scheduling attempt evicts it again.
 		logger.Error(last, "giving up deleting a victim pod for now", "pod", klog.KObj(pod))

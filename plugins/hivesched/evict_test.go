@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // The evictor's retry and de-duplication; the deletion itself is the API
@@ -31,7 +32,7 @@ func TestEvictorRetriesAndDeduplicates(t *testing.T) {
 			return errors.New("apiserver unavailable")
 		}
 		return nil
-	})
+	}, func(*v1.Pod) bool { return true })
 	e.backoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 5}
 	pod := func(uid string, terminating bool) *v1.Pod {
 		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: uid, UID: types.UID(uid)}}
@@ -86,7 +87,7 @@ func TestEvictorGivesUpAndCanRetry(t *testing.T) {
 		defer mu.Unlock()
 		n++
 		return errors.New("forbidden")
-	})
+	}, func(*v1.Pod) bool { return true })
 	e.backoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "x"}}
 	require.Len(t, e.evict(klog.Background(), []*v1.Pod{p}), 1)
@@ -99,4 +100,51 @@ func TestEvictorGivesUpAndCanRetry(t *testing.T) {
 	require.Equal(t, 3, n)
 	mu.Unlock()
 	require.Len(t, e.evict(klog.Background(), []*v1.Pod{p}), 1, "a failed pod is not quiet: it is asked for again")
+}
+
+// A preemption called off while a victim's deletion is being retried (its
+// preemptor was deleted: the victim group went back to Allocated) must not
+// kill the victim on the next retry.
+func TestEvictorSparesPodsNoLongerVictims(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	calls := 0
+	victim := true
+	e := newEvictor(ctx, func(context.Context, *v1.Pod) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		victim = false // the preemption is called off while this attempt fails
+		return errors.New("apiserver unavailable")
+	}, func(*v1.Pod) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return victim
+	})
+	e.backoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 5}
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "x"}}
+	require.Len(t, e.evict(klog.Background(), []*v1.Pod{p}), 1)
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.inflight) == 0
+	}, 5*time.Second, time.Millisecond)
+	mu.Lock()
+	require.Equal(t, 1, calls, "no retry once the pod is no longer a victim")
+	mu.Unlock()
+	e.mu.Lock()
+	require.NotContains(t, e.deleted, types.UID("x"), "a spared pod is not recorded as deleted: a later preemption may ask again")
+	e.mu.Unlock()
+}
+
+func TestVictimGracePeriodIsCapped(t *testing.T) {
+	pod := func(grace *int64) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{TerminationGracePeriodSeconds: grace}}
+	}
+	year := int64(365 * 24 * 3600)
+	require.Equal(t, int64(30), *victimGracePeriod(pod(&year), 30), "a tenant's year-long grace period is capped")
+	require.Equal(t, int64(5), *victimGracePeriod(pod(ptr.To[int64](5)), 30), "a shorter one is kept")
+	require.Equal(t, int64(30), *victimGracePeriod(pod(nil), 3600), "unset is Kubernetes' default, 30 s")
+	require.Equal(t, int64(0), *victimGracePeriod(pod(&year), 0), "0 deletes at once")
 }

@@ -61,6 +61,7 @@ type HiveSched struct {
 	vcs           *vcRegistry
 	nonLeafTypes  map[string]leafCount // cell types that are not leaf cell types
 	evictor       *evictor
+	victimGrace   int64         // seconds: the most a victim pod is given to stop
 	records       *recordWriter // placement records of downgraded groups
 	statusKick    chan struct{} // a VC status may have changed
 	signer        *placementSigner
@@ -126,7 +127,8 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		statusKick:    make(chan struct{}, 1),
 	}
 	p.warnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
-	p.evictor = newEvictor(ctx, p.deletePod)
+	p.victimGrace = args.VictimGracePeriodSeconds
+	p.evictor = newEvictor(ctx, p.deletePod, p.stillVictim)
 	p.records = newRecordWriter(p.syncDowngradeRecord, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
@@ -581,6 +583,14 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 		logger.Info("preempting", "victim", klog.KObj(vp), "group", victim, "preemptor", klog.KObj(preemptor), "preemptorGroup", group)
 		p.event(vp, v1.EventTypeNormal, "Preempted", fmt.Sprintf("preempted by affinity group %s (whole group %s is deleted)", group, victim))
 	}
+}
+
+// stillVictim reports whether pod's group is still being preempted: a
+// victim whose preemption was called off (AG x2: its preemptor was deleted
+// or placed elsewhere) is left running.
+func (p *HiveSched) stillVictim(pod *v1.Pod) bool {
+	st, ok := p.core.AffinityGroupState(p.groups.groupOf(pod))
+	return ok && st == cellcore.AGBeingPreempted
 }
 
 // --- Reserve, Permit, Bind ---

@@ -106,6 +106,7 @@ profiles:
 		},
 		PermitWaitingTimeSeconds:    30,                // explicitly set
 		StatusUpdateIntervalSeconds: 5,                 // defaulted
+		VictimGracePeriodSeconds:    30,                // defaulted
 		InspectBindAddress:          "127.0.0.1:10262", // defaulted
 		LeafCellResourceName:        "nvidia.com/gpu",
 	}
@@ -128,6 +129,7 @@ profiles:
 	assert.Equal(t, &config.HiveSchedArgs{
 		PermitWaitingTimeSeconds:    60,
 		StatusUpdateIntervalSeconds: 5,
+		VictimGracePeriodSeconds:    30,
 		InspectBindAddress:          "127.0.0.1:10262",
 		LeafCellResourceName:        "nvidia.com/gpu",
 	}, hiveSchedArgs(t, cfg, "hivesched"))

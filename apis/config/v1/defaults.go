@@ -21,6 +21,8 @@ const (
 	DefaultPermitWaitingTimeSeconds int64 = 60
 	// DefaultStatusUpdateIntervalSeconds is the default StatusUpdateIntervalSeconds.
 	DefaultStatusUpdateIntervalSeconds int64 = 5
+	// DefaultVictimGracePeriodSeconds is the default VictimGracePeriodSeconds.
+	DefaultVictimGracePeriodSeconds int64 = 30
 	// DefaultInspectBindAddress is the default InspectBindAddress.
 	DefaultInspectBindAddress = "127.0.0.1:10262"
 	// DefaultLeafCellResourceName is the default LeafCellResourceName.
@@ -36,6 +38,10 @@ func SetDefaults_HiveSchedArgs(obj *HiveSchedArgs) { //nolint:revive,stylecheck 
 	if obj.StatusUpdateIntervalSeconds == nil {
 		v := DefaultStatusUpdateIntervalSeconds
 		obj.StatusUpdateIntervalSeconds = &v
+	}
+	if obj.VictimGracePeriodSeconds == nil {
+		v := DefaultVictimGracePeriodSeconds
+		obj.VictimGracePeriodSeconds = &v
 	}
 	if obj.InspectBindAddress == nil {
 		v := DefaultInspectBindAddress

@@ -37,6 +37,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 			want: &HiveSchedArgs{
 				PermitWaitingTimeSeconds:    ptr.To[int64](60),
 				StatusUpdateIntervalSeconds: ptr.To[int64](5),
+				VictimGracePeriodSeconds:    ptr.To[int64](30),
 				InspectBindAddress:          ptr.To("127.0.0.1:10262"),
 				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
 			},
@@ -47,6 +48,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 			want: &HiveSchedArgs{
 				PermitWaitingTimeSeconds:    ptr.To[int64](60),
 				StatusUpdateIntervalSeconds: ptr.To[int64](5),
+				VictimGracePeriodSeconds:    ptr.To[int64](30),
 				InspectBindAddress:          ptr.To("127.0.0.1:10262"),
 				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
 			},
@@ -56,12 +58,14 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 			in: &HiveSchedArgs{
 				PermitWaitingTimeSeconds:    ptr.To[int64](0),
 				StatusUpdateIntervalSeconds: ptr.To[int64](30),
+				VictimGracePeriodSeconds:    ptr.To[int64](0),
 				InspectBindAddress:          ptr.To(""),
 				LeafCellResourceName:        ptr.To("amd.com/gpu"),
 			},
 			want: &HiveSchedArgs{
 				PermitWaitingTimeSeconds:    ptr.To[int64](0),
 				StatusUpdateIntervalSeconds: ptr.To[int64](30),
+				VictimGracePeriodSeconds:    ptr.To[int64](0),
 				InspectBindAddress:          ptr.To(""),
 				LeafCellResourceName:        ptr.To("amd.com/gpu"),
 			},
@@ -77,6 +81,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				},
 				PermitWaitingTimeSeconds:    ptr.To[int64](60),
 				StatusUpdateIntervalSeconds: ptr.To[int64](5),
+				VictimGracePeriodSeconds:    ptr.To[int64](30),
 				InspectBindAddress:          ptr.To("127.0.0.1:10262"),
 				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
 			},

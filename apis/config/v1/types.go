@@ -42,6 +42,14 @@ type HiveSchedArgs struct {
 	// +optional
 	StatusUpdateIntervalSeconds *int64 `json:"statusUpdateIntervalSeconds,omitempty"`
 
+	// VictimGracePeriodSeconds caps the grace period a preempted pod is
+	// deleted with (its own terminationGracePeriodSeconds when shorter):
+	// the preemptor's cells stay Reserving until the victims are gone, so
+	// a tenant's year-long grace period must not decide how long another
+	// job waits. Defaults to 30; 0 deletes victims at once; at most 3600.
+	// +optional
+	VictimGracePeriodSeconds *int64 `json:"victimGracePeriodSeconds,omitempty"`
+
 	// InspectBindAddress is where the read-only inspect API listens (plain
 	// HTTP, host:port; apis/inspect/v1). Defaults to 127.0.0.1:10262: on
 	// the scheduler's own host only. Set "" to disable it, or ":10262" to

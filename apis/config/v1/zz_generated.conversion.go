@@ -115,6 +115,9 @@ func autoConvert_v1_HiveSchedArgs_To_config_HiveSchedArgs(in *HiveSchedArgs, out
 	if err := metav1.Convert_Pointer_int64_To_int64(&in.StatusUpdateIntervalSeconds, &out.StatusUpdateIntervalSeconds, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.VictimGracePeriodSeconds, &out.VictimGracePeriodSeconds, s); err != nil {
+		return err
+	}
 	if err := metav1.Convert_Pointer_string_To_string(&in.InspectBindAddress, &out.InspectBindAddress, s); err != nil {
 		return err
 	}
@@ -137,6 +140,9 @@ func autoConvert_config_HiveSchedArgs_To_v1_HiveSchedArgs(in *config.HiveSchedAr
 		return err
 	}
 	if err := metav1.Convert_int64_To_Pointer_int64(&in.StatusUpdateIntervalSeconds, &out.StatusUpdateIntervalSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.VictimGracePeriodSeconds, &out.VictimGracePeriodSeconds, s); err != nil {
 		return err
 	}
 	if err := metav1.Convert_string_To_Pointer_string(&in.InspectBindAddress, &out.InspectBindAddress, s); err != nil {

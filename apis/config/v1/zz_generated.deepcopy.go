@@ -58,6 +58,11 @@ func (in *HiveSchedArgs) DeepCopyInto(out *HiveSchedArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.VictimGracePeriodSeconds != nil {
+		in, out := &in.VictimGracePeriodSeconds, &out.VictimGracePeriodSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	if in.InspectBindAddress != nil {
 		in, out := &in.InspectBindAddress, &out.InspectBindAddress
 		*out = new(string)

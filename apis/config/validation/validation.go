@@ -20,12 +20,27 @@ limitations under the License.
 package validation
 
 import (
+	"fmt"
 	"net"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/hivesched/hivesched/apis/config"
+)
+
+// Upper bounds of the duration args. Each becomes a time.Duration (int64
+// nanoseconds): a number of seconds above about 292 years overflowed into a
+// negative interval and panicked the status writer's ticker at start. The
+// bounds are far below that, at what still makes sense for each.
+const (
+	// MaxPermitWaitingTimeSeconds: a gang whose members are not all there
+	// within 15 minutes holds its cells Reserved for nobody.
+	MaxPermitWaitingTimeSeconds int64 = 900
+	// MaxStatusUpdateIntervalSeconds: a VC status a day old is still written.
+	MaxStatusUpdateIntervalSeconds int64 = 86400
+	// MaxVictimGracePeriodSeconds: the preemptor waits at most an hour.
+	MaxVictimGracePeriodSeconds int64 = 3600
 )
 
 // ValidateHiveSchedArgs validates the scalar fields of args and that a cell
@@ -36,13 +51,17 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 	}
 	var allErrs field.ErrorList
 
-	if args.PermitWaitingTimeSeconds <= 0 {
+	if v := args.PermitWaitingTimeSeconds; v <= 0 || v > MaxPermitWaitingTimeSeconds {
 		allErrs = append(allErrs, field.Invalid(path.Child("permitWaitingTimeSeconds"),
-			args.PermitWaitingTimeSeconds, "must be greater than 0"))
+			v, fmt.Sprintf("must be from 1 to %d", MaxPermitWaitingTimeSeconds)))
 	}
-	if args.StatusUpdateIntervalSeconds <= 0 {
+	if v := args.StatusUpdateIntervalSeconds; v <= 0 || v > MaxStatusUpdateIntervalSeconds {
 		allErrs = append(allErrs, field.Invalid(path.Child("statusUpdateIntervalSeconds"),
-			args.StatusUpdateIntervalSeconds, "must be greater than 0"))
+			v, fmt.Sprintf("must be from 1 to %d", MaxStatusUpdateIntervalSeconds)))
+	}
+	if v := args.VictimGracePeriodSeconds; v < 0 || v > MaxVictimGracePeriodSeconds {
+		allErrs = append(allErrs, field.Invalid(path.Child("victimGracePeriodSeconds"),
+			v, fmt.Sprintf("must be from 0 to %d", MaxVictimGracePeriodSeconds)))
 	}
 	if a := args.InspectBindAddress; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {

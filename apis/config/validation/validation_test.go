@@ -35,6 +35,7 @@ func validArgs() *config.HiveSchedArgs {
 		},
 		PermitWaitingTimeSeconds:    60,
 		StatusUpdateIntervalSeconds: 5,
+		VictimGracePeriodSeconds:    30,
 		LeafCellResourceName:        "nvidia.com/gpu",
 	}
 }
@@ -64,12 +65,36 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 		{
 			name:     "zero permit waiting time",
 			mutate:   func(a *config.HiveSchedArgs) { a.PermitWaitingTimeSeconds = 0 },
-			wantErrs: []string{"args.permitWaitingTimeSeconds: Invalid value: 0: must be greater than 0"},
+			wantErrs: []string{"args.permitWaitingTimeSeconds: Invalid value: 0: must be from 1 to 900"},
 		},
 		{
 			name:     "negative status update interval",
 			mutate:   func(a *config.HiveSchedArgs) { a.StatusUpdateIntervalSeconds = -1 },
-			wantErrs: []string{"args.statusUpdateIntervalSeconds: Invalid value: -1: must be greater than 0"},
+			wantErrs: []string{"args.statusUpdateIntervalSeconds: Invalid value: -1: must be from 1 to 86400"},
+		},
+		{
+			// As a time.Duration this overflowed into a negative interval
+			// and the status writer's ticker panicked at start.
+			name:     "status update interval that would overflow a duration",
+			mutate:   func(a *config.HiveSchedArgs) { a.StatusUpdateIntervalSeconds = 1 << 40 },
+			wantErrs: []string{"args.statusUpdateIntervalSeconds: Invalid value: 1099511627776: must be from 1 to 86400"},
+		},
+		{
+			name:     "permit waiting time above the cap",
+			mutate:   func(a *config.HiveSchedArgs) { a.PermitWaitingTimeSeconds = 901 },
+			wantErrs: []string{"args.permitWaitingTimeSeconds: Invalid value: 901: must be from 1 to 900"},
+		},
+		{name: "victims deleted at once", mutate: func(a *config.HiveSchedArgs) { a.VictimGracePeriodSeconds = 0 }},
+		{name: "victim grace period at the cap", mutate: func(a *config.HiveSchedArgs) { a.VictimGracePeriodSeconds = 3600 }},
+		{
+			name:     "victim grace period above the cap",
+			mutate:   func(a *config.HiveSchedArgs) { a.VictimGracePeriodSeconds = 3601 },
+			wantErrs: []string{"args.victimGracePeriodSeconds: Invalid value: 3601: must be from 0 to 3600"},
+		},
+		{
+			name:     "negative victim grace period",
+			mutate:   func(a *config.HiveSchedArgs) { a.VictimGracePeriodSeconds = -1 },
+			wantErrs: []string{"args.victimGracePeriodSeconds: Invalid value: -1: must be from 0 to 3600"},
 		},
 		{
 			name:     "empty resource name",
