@@ -63,10 +63,15 @@ bench-core:
 	@mkdir -p $(OUT)
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./plugins/cellcore/ | tee $(OUT)/bench-core.txt
 
-## fuzz: the core's fuzz targets, 30 s each
+## fuzz: the fuzz targets (config, group requests, recovery, both pod-spec parsers, the placement decoder), FUZZTIME each
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzConfig -fuzztime 30s ./plugins/cellcore/
-	$(GO) test -run '^$$' -fuzz FuzzAffinityGroupRequest -fuzztime 30s ./plugins/cellcore/
+	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME) ./plugins/cellcore/
+	$(GO) test -run '^$$' -fuzz '^FuzzAffinityGroupRequest$$' -fuzztime $(FUZZTIME) ./plugins/cellcore/
+	$(GO) test -run '^$$' -fuzz '^FuzzRecoverAffinityGroup$$' -fuzztime $(FUZZTIME) ./plugins/cellcore/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePodNative$$' -fuzztime $(FUZZTIME) ./plugins/hivesched/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePodHived$$' -fuzztime $(FUZZTIME) ./plugins/hivesched/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlacement$$' -fuzztime $(FUZZTIME) ./plugins/hivesched/
 
 clean:
 	rm -rf $(BIN) $(OUT)

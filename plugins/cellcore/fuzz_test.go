@@ -312,3 +312,47 @@ func FuzzAffinityGroupRequest(f *testing.F) {
 		mustCheck(t, k)
 	})
 }
+
+// fuzzRecoverCore is a 2-rack cluster with VCs a (one rack) and b (one
+// node), where some groups already run: recovery of a forged or damaged
+// record must not disturb them.
+func fuzzRecoverCore(t *testing.T) *Core {
+	k := newHealthyCore(t, clusterConfig(2, 2, 0))
+	_, err := k.SetVirtualCluster(vcSpec("a", "V100-RACK", 1))
+	require.NoError(t, err)
+	_, err = k.SetVirtualCluster(vcSpec("b", "V100-NODE", 1))
+	require.NoError(t, err)
+	return k
+}
+
+// FuzzRecoverAffinityGroup: a placement record is input a pod's owner can
+// write (signatures stop forged ones in the plugin, but the core must not
+// rely on that). Whatever the spec and pods say, recovery either refuses
+// and changes nothing, or recovers a group the core's own check accepts;
+// it never panics, and a forged count is refused before it is allocated.
+func FuzzRecoverAffinityGroup(f *testing.F) {
+	f.Add("ns/g", "a", int32(0), int32(2), int32(4), "V100", "rack0-node0", []byte{0, 1, 2, 3}, false)
+	f.Add("ns/g", "a", int32(5), int32(1), int32(8), "", "rack0-node1", []byte{0, 1, 2, 3, 4, 5, 6, 7}, true)
+	f.Add("ns/g", "b", int32(-1), int32(1<<30), int32(1<<30), "V100", "rack1-node0", []byte{0}, false)
+	f.Add("", "nope", int32(2000), int32(-3), int32(0), "K80", "nowhere", []byte{9, 9}, false)
+	f.Add("ns/big", "a", int32(0), int32(2147483647), int32(1), "V100", "rack0-node0", []byte{1}, false)
+	f.Fuzz(func(t *testing.T, name, vc string, prio, pods, leaves int32, leafType, node string, idx []byte, down bool) {
+		k := fuzzRecoverCore(t)
+		before := fingerprint(k)
+		spec := AffinityGroupSpec{Name: name, VirtualCluster: vc, Priority: prio, LeafCellType: leafType,
+			Members: []AffinityGroupMember{{PodNumber: pods, LeafCellNumber: leaves}}}
+		indices := make([]int32, len(idx))
+		for i, b := range idx {
+			indices[i] = int32(b % 16) // mostly valid device indices, some not
+		}
+		rp := []RecoveredPod{{PodKey: "p0", Node: node, LeafCellIndices: indices, Downgraded: down}}
+		if _, err := k.RecoverAffinityGroup(spec, rp); err != nil {
+			require.NotEmpty(t, err.Error())
+			require.Equal(t, before, fingerprint(k), "a refused recovery changes nothing")
+		}
+		mustCheck(t, k)
+		// Whatever was recovered, new work still schedules and checks out.
+		_, _ = k.Schedule(ag("after", "a", 1, 1, 4))
+		mustCheck(t, k)
+	})
+}

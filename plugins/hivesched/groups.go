@@ -1,6 +1,7 @@
 package hivesched
 
 import (
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -215,7 +216,13 @@ func (x *groupIndex) sortKey(pod *v1.Pod, res v1.ResourceName) sortKey {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	req, err := x.requestLocked(pod, res)
-	if err != nil || req == nil {
+	if err != nil {
+		// A pod whose request is refused goes after every valid one: it
+		// is only retried to report its error again, and whatever priority
+		// it claims (an out-of-range one sorted first) is not its own.
+		return sortKey{priority: math.MinInt64, created: pod.CreationTimestamp.Time, group: pod.Namespace + "/" + pod.Name}
+	}
+	if req == nil {
 		k := sortKey{created: pod.CreationTimestamp.Time, group: pod.Namespace + "/" + pod.Name}
 		if pod.Spec.Priority != nil {
 			k.priority = int64(*pod.Spec.Priority)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 // A placed group may give its cells back (PostFilter at once, PreFilter once
@@ -45,4 +46,20 @@ func TestGroupIndexUnusedAndStale(t *testing.T) {
 	require.False(t, x.unreserve(group, pods[0]), "a member is bound: keep the cells")
 
 	require.True(t, x.unused("ns/unknown"))
+}
+
+// A pod whose request is refused sorts after every valid pod, whatever
+// priority it claims (an out-of-range one sorted first).
+func TestInvalidPodsSortLast(t *testing.T) {
+	x := newGroupIndex()
+	valid := pod(map[string]string{LabelVirtualCluster: "vc1"}, map[string]string{AnnotationPriority: "-1"}, 1)
+	valid.Name, valid.UID = "valid", "u-valid"
+	bad := pod(map[string]string{LabelVirtualCluster: "vc1"}, map[string]string{AnnotationPriority: "2000000000"}, 1)
+	bad.Name, bad.UID = "bad", "u-bad"
+	bad.Spec.Priority = ptr.To[int32](2000000000)
+	plain := pod(nil, nil, 0)
+	plain.Name, plain.UID = "plain", "u-plain"
+	kv, kb, kp := x.sortKey(valid, gpu), x.sortKey(bad, gpu), x.sortKey(plain, gpu)
+	require.Greater(t, kv.priority, kb.priority, "an opportunistic valid pod goes before an invalid one")
+	require.Greater(t, kp.priority, kb.priority, "a plain pod goes before an invalid one")
 }

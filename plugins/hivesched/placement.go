@@ -52,14 +52,36 @@ func (r placementRecord) encode() string {
 	return string(b)
 }
 
+// Bounds of a placement record, checked before and after decoding it. A
+// record is written by this scheduler for one pod, but the decoder also
+// reads records nobody vouched for yet (the downgrade writer's, tests,
+// fuzzing): a record of 2^31 members or indices must not be allocated.
+const (
+	// maxPlacementBytes: the API server's limit on all of a pod's
+	// annotations together is 256 KiB.
+	maxPlacementBytes = 256 << 10
+	// maxRecordMembers: a group has at most MaxPodsPerGroup pods, hence at
+	// most that many distinct member shapes.
+	maxRecordMembers = cellcore.MaxPodsPerGroup
+)
+
 func decodePlacement(s string) (placementRecord, error) {
 	var r placementRecord
+	if len(s) > maxPlacementBytes {
+		return r, fmt.Errorf("annotation %s is %d bytes, more than a placement record can be (%d)", AnnotationPlacement, len(s), maxPlacementBytes)
+	}
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return r, fmt.Errorf("annotation %s is not valid: %v", AnnotationPlacement, err)
 	}
 	if r.Group == "" || r.Node == "" || len(r.Members) == 0 || len(r.LeafCellIndices) == 0 {
 		return r, fmt.Errorf("annotation %s lacks group, node, members or leaf cells", AnnotationPlacement)
 	}
+	if len(r.Members) > maxRecordMembers {
+		return r, fmt.Errorf("annotation %s has %d members, more than a group can have (%d)", AnnotationPlacement, len(r.Members), maxRecordMembers)
+	}
+	// The counts themselves (podNumber, leafCellNumber, priority) are
+	// bounded by the core before it allocates anything for the group
+	// (RecoverAffinityGroup's validateRecovered).
 	return r, nil
 }
 

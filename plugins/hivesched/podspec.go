@@ -2,10 +2,12 @@ package hivesched
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
@@ -138,7 +140,11 @@ func parsePod(pod *v1.Pod, resourceName v1.ResourceName) (*podRequest, error) {
 		return parseHived(pod, raw, resourceName)
 	}
 	vc, hasVC := pod.Labels[LabelVirtualCluster]
-	leaves := leafRequest(pod, resourceName)
+	leaves64, err := leafRequest(pod, resourceName)
+	if err != nil {
+		return nil, err
+	}
+	leaves := int32(leaves64) // bounded by leafRequest
 	if !hasVC {
 		if leaves > 0 {
 			return nil, fmt.Errorf("pod requests %d %s but names no virtual cluster: set label %s (or HiveD's annotation %s)", leaves, resourceName, LabelVirtualCluster, HivedSpecAnnotation)
@@ -191,7 +197,10 @@ func parsePod(pod *v1.Pod, resourceName v1.ResourceName) (*podRequest, error) {
 		return nil, fmt.Errorf("label %s is empty", LabelAffinityGroup)
 	}
 	g.Name = pod.Namespace + "/" + name
-	return r, checkOwnSize(r)
+	if err := checkRequest(r); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func parseMembers(s string, own int32) ([]cellcore.AffinityGroupMember, error) {
@@ -242,7 +251,10 @@ func parseHived(pod *v1.Pod, raw string, resourceName v1.ResourceName) (*podRequ
 	g.PinnedCellID = s.PinnedCellID
 	g.LazyPreemptionEnable = s.LazyPreemptionEnable
 	g.Name = pod.Namespace + "/" + g.Name
-	return r, checkOwnSize(r)
+	if err := checkRequest(r); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // parseHivedV1 reads HiveD's first spec: leafCellType, leafCellNumber and an
@@ -398,11 +410,35 @@ func parseHivedV2(pod *v1.Pod, s *hivedSpec, resourceName v1.ResourceName) (*pod
 // placed on cells whose node then refuses it (or gets devices other than the
 // ones it was given).
 func checkLeafRequest(pod *v1.Pod, resourceName v1.ResourceName, field string, want int32) error {
-	if got := leafRequest(pod, resourceName); got != 0 && got != want {
+	got, err := leafRequest(pod, resourceName)
+	if err != nil {
+		return err
+	}
+	if got != 0 && got != int64(want) {
 		return fmt.Errorf("pod requests %d %s but its annotation %s asks for %s %d: request %d %s, or none as HiveD's pods do",
 			got, resourceName, HivedSpecAnnotation, field, want, want, resourceName)
 	}
 	return nil
+}
+
+// checkRequest bounds what a pod asks for before anything is allocated for
+// it (a group's slots are allocated per pod): the priority is in range (an
+// out-of-range one also sorted first in the queue), the group has at most
+// cellcore.MaxPodsPerGroup pods (a group-members of 2^31 would allocate
+// 2^31 slots), and the pod's own size is one of its group's.
+func checkRequest(r *podRequest) error {
+	g := &r.group
+	if g.Priority < cellcore.OpportunisticPriority || g.Priority > cellcore.MaxPriority {
+		return fmt.Errorf("priority %d is out of range: -1 for opportunistic, 0..%d for guaranteed", g.Priority, cellcore.MaxPriority)
+	}
+	var pods int64
+	for _, m := range g.Members {
+		pods += int64(m.PodNumber)
+	}
+	if pods > cellcore.MaxPodsPerGroup {
+		return fmt.Errorf("affinity group %q has %d pods (members %s), more than the supported %d", g.Name, pods, membersString(g.Members), cellcore.MaxPodsPerGroup)
+	}
+	return checkOwnSize(r)
 }
 
 // checkOwnSize: the pod's own leaf cell count must be one of its group's.
@@ -423,25 +459,54 @@ func membersString(ms []cellcore.AffinityGroupMember) string {
 	return strings.Join(parts, ",")
 }
 
-// leafRequest is the pod's request of the leaf cell resource, as the
-// scheduler counts it: the larger of the containers' sum and any init
-// container (limits stand in for missing requests of extended resources).
-func leafRequest(pod *v1.Pod, name v1.ResourceName) int32 {
-	get := func(c *v1.Container) int64 {
-		if q, ok := c.Resources.Requests[name]; ok {
-			return q.Value()
+// leafRequest is the pod's effective request of the leaf cell resource, as
+// the scheduler computes it (component-helpers' PodRequests: the containers'
+// sum plus sidecars, or the largest init container if larger, plus
+// overhead), in int64. What is booked in the cell core must be exactly what
+// the node's NodeResourcesFit counts: a sidecar's GPUs were not booked
+// before, and a request above 2^31 was truncated into another number.
+// A container that gives only a limit (the API server copies it into the
+// request; objects that did not pass through it may not have it) counts
+// its limit.
+func leafRequest(pod *v1.Pod, name v1.ResourceName) (int64, error) {
+	if limitOnly(pod, name) {
+		pod = pod.DeepCopy()
+		fill := func(cs []v1.Container) {
+			for i := range cs {
+				r := &cs[i].Resources
+				if _, ok := r.Requests[name]; !ok {
+					if q, ok := r.Limits[name]; ok {
+						if r.Requests == nil {
+							r.Requests = v1.ResourceList{}
+						}
+						r.Requests[name] = q
+					}
+				}
+			}
 		}
-		if q, ok := c.Resources.Limits[name]; ok {
-			return q.Value()
+		fill(pod.Spec.Containers)
+		fill(pod.Spec.InitContainers)
+	}
+	q, ok := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[name]
+	if !ok {
+		return 0, nil
+	}
+	n, exact := q.AsInt64()
+	if !exact || n < 0 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("pod requests %s %s in all (containers, sidecars and init containers as the scheduler counts them): a leaf cell count must be a whole number from 0 to %d", q.String(), name, math.MaxInt32)
+	}
+	return n, nil
+}
+
+func limitOnly(pod *v1.Pod, name v1.ResourceName) bool {
+	for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range cs {
+			_, req := cs[i].Resources.Requests[name]
+			_, lim := cs[i].Resources.Limits[name]
+			if lim && !req {
+				return true
+			}
 		}
-		return 0
 	}
-	var sum int64
-	for i := range pod.Spec.Containers {
-		sum += get(&pod.Spec.Containers[i])
-	}
-	for i := range pod.Spec.InitContainers {
-		sum = max(sum, get(&pod.Spec.InitContainers[i]))
-	}
-	return int32(sum)
+	return false
 }

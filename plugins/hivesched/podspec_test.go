@@ -333,3 +333,47 @@ func TestWarnSkuTypes(t *testing.T) {
 	require.Contains(t, logs, `leafCellTypes=["K80"]`)
 	require.NotContains(t, logs, `skuType="K80"`)
 }
+
+// Issue 15: what is booked is the effective request as the scheduler counts
+// it, in int64; counts are bounded before anything is allocated.
+func TestParsePodBounds(t *testing.T) {
+	vc := map[string]string{LabelVirtualCluster: "vc1"}
+	grp := map[string]string{LabelVirtualCluster: "vc1", LabelAffinityGroup: "g"}
+	qty := func(n int64) v1.ResourceList {
+		return v1.ResourceList{gpu: *resource.NewQuantity(n, resource.DecimalSI)}
+	}
+
+	// A sidecar's GPUs add to the containers' (they run beside them); a
+	// plain init container counts only if it needs more than they do.
+	p := pod(vc, nil, 2)
+	always := v1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers = []v1.Container{
+		{Name: "sidecar", RestartPolicy: &always, Resources: v1.ResourceRequirements{Requests: qty(1), Limits: qty(1)}},
+		{Name: "init", Resources: v1.ResourceRequirements{Limits: qty(2)}},
+	}
+	r, err := parsePod(p, gpu)
+	require.NoError(t, err)
+	require.Equal(t, int32(3), r.leafCellNumber, "2 for the container and 1 for the sidecar")
+	p.Spec.InitContainers[1].Resources.Limits = qty(8)
+	r, err = parsePod(p, gpu)
+	require.NoError(t, err)
+	require.Equal(t, int32(9), r.leafCellNumber, "the init container runs after the sidecar started: 8+1")
+
+	for name, tc := range map[string]struct {
+		p    *v1.Pod
+		want string
+	}{
+		// 2^32 + 4 was truncated to 4 in int32.
+		"request above int32":        {pod(vc, nil, 1<<32+4), "pod requests 4294967300 nvidia.com/gpu in all (containers, sidecars and init containers as the scheduler counts them): a leaf cell count must be a whole number from 0 to 2147483647"},
+		"priority above range":       {pod(vc, map[string]string{AnnotationPriority: "100000"}, 1), "priority 100000 is out of range: -1 for opportunistic, 0..1000 for guaranteed"},
+		"priority below range":       {pod(vc, map[string]string{AnnotationPriority: "-5"}, 1), "priority -5 is out of range"},
+		"hived priority above range": {pod(nil, map[string]string{HivedSpecAnnotation: "virtualCluster: a\npriority: 5000\nleafCellNumber: 1"}, 0), "priority 5000 is out of range"},
+		"huge group-members":         {pod(grp, map[string]string{AnnotationGroupMembers: "2147483647"}, 1), `affinity group "ns/g" has 2147483647 pods (members 2147483647x1), more than the supported 10000`},
+		"huge shape sum":             {pod(grp, map[string]string{AnnotationGroupMembers: "2147483647x1,2147483647x1"}, 1), "has 4294967294 pods"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := parsePod(tc.p, gpu)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
