@@ -212,6 +212,17 @@ func withStatusInterval(seconds int) profileOption {
 	}
 }
 
+// withVictimGrace sets HiveSched's victimGracePeriodSeconds.
+func withVictimGrace(seconds int) profileOption {
+	return func(profile map[string]any) {
+		for _, pc := range profile["pluginConfig"].([]any) {
+			if pc.(map[string]any)["name"] == hivesched.Name {
+				pc.(map[string]any)["args"].(map[string]any)["victimGracePeriodSeconds"] = seconds
+			}
+		}
+	}
+}
+
 // withInspect serves HiveSched's inspect API on addr.
 func withInspect(addr string) profileOption {
 	return func(profile map[string]any) {
