@@ -57,11 +57,11 @@ func repoRoot(t testing.TB) string {
 	return filepath.Join(wd, "..", "..")
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T, extraFlags ...string) *cluster {
 	_, storage := etcdtesting.NewUnsecuredEtcd3TestClientServer(t)
-	srv := apiservertesting.StartTestServerOrDie(t, nil, []string{
+	srv := apiservertesting.StartTestServerOrDie(t, nil, append([]string{
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority",
-	}, storage)
+	}, extraFlags...), storage)
 	t.Cleanup(srv.TearDownFn)
 	c := &cluster{t: t, cfg: srv.ClientConfig}
 	c.kube = kubernetes.NewForConfigOrDie(c.cfg)
@@ -77,7 +77,8 @@ func startCluster(t *testing.T) *cluster {
 func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData, TLSServerName: cfg.ServerName, InsecureSkipTLSVerify: cfg.Insecure}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData,
+		Impersonate: cfg.Impersonate.UserName, ImpersonateGroups: cfg.Impersonate.Groups}
 	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
 	kc.CurrentContext = "test"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
@@ -167,6 +168,15 @@ func withPinned(pc map[string]any, r, n int, id string) map[string]any {
 type profileOption func(profile map[string]any)
 
 const awaitKey = "__awaitLeadership"
+
+// kubeconfigKey carries withKubeconfig's file to startScheduler.
+const kubeconfigKey = "__kubeconfig"
+
+// withKubeconfig runs the scheduler with the identity of kubeconfig (the
+// harness's admin otherwise).
+func withKubeconfig(path string) profileOption {
+	return func(profile map[string]any) { profile[kubeconfigKey] = path }
+}
 
 // withAwaitLeadership builds HiveSched as the scheduler command does for a
 // configuration with leader election: it recovers its state when the
@@ -271,11 +281,16 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		hivesched.AwaitLeadership(true)
 		defer hivesched.AwaitLeadership(false)
 	}
+	kubeconfig := c.kubeconfig
+	if p, ok := profile[kubeconfigKey]; ok {
+		delete(profile, kubeconfigKey)
+		kubeconfig = p.(string)
+	}
 	cfg := map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
 		"kind":             "KubeSchedulerConfiguration",
 		"leaderElection":   map[string]any{"leaderElect": false},
-		"clientConnection": map[string]any{"kubeconfig": c.kubeconfig},
+		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
 		"profiles":         []any{profile},
 	}
 	raw, err := yaml.Marshal(cfg)

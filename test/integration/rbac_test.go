@@ -1,0 +1,132 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	"github.com/hivesched/hivesched/plugins/hivesched"
+)
+
+const schedulerSA = "system:serviceaccount:kube-system:hivesched-scheduler"
+
+// applyRBAC creates the objects of manifests/scheduler/rbac.yaml.
+func (c *cluster) applyRBAC(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "manifests", "scheduler", "rbac.yaml"))
+	require.NoError(t, err)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	ctx := t.Context()
+	for {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			break
+		}
+		b, err := json.Marshal(obj)
+		require.NoError(t, err)
+		switch obj["kind"] {
+		case "ServiceAccount":
+			var o v1.ServiceAccount
+			require.NoError(t, json.Unmarshal(b, &o))
+			_, err = c.kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			require.NoError(t, json.Unmarshal(b, &o))
+			_, err = c.kube.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			require.NoError(t, json.Unmarshal(b, &o))
+			_, err = c.kube.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+		case "Role":
+			var o rbacv1.Role
+			require.NoError(t, json.Unmarshal(b, &o))
+			_, err = c.kube.RbacV1().Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		case "RoleBinding":
+			var o rbacv1.RoleBinding
+			require.NoError(t, json.Unmarshal(b, &o))
+			_, err = c.kube.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("rbac.yaml: unexpected kind %v", obj["kind"])
+		}
+		require.NoError(t, err, "%v %v", obj["kind"], obj["metadata"])
+	}
+}
+
+// asScheduler is the rest config of the scheduler's service account
+// (impersonated by the admin: the test server has no token controller).
+func (c *cluster) asScheduler() *rest.Config {
+	cfg := rest.CopyConfig(c.cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: schedulerSA,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+	return cfg
+}
+
+// TestSchedulerUnderShippedRBAC (issue 15): on an API server that enforces
+// RBAC, the scheduler running as its service account with nothing but
+// manifests/scheduler/rbac.yaml does all of its work: it creates its key,
+// binds gangs, downgrades lazily (a record patch), preempts (deletes),
+// writes VC status; its leader lease is its own by name.
+func TestSchedulerUnderShippedRBAC(t *testing.T) {
+	c := startCluster(t, "--authorization-mode=Node,RBAC")
+	c.applyRBAC(t)
+	c.createNodes(t, "rbac", 1, 2, 0)
+	c.createNamespace(t, "rbac")
+	c.createVC(t, "rbac-vc", []string{"rbac"}, "V100-NODE", 1)
+	c.startScheduler(t, physicalCluster("rbac", 1, 2, 0), withKubeconfig(writeKubeconfig(t, c.asScheduler())))
+
+	// The key was created by the scheduler's identity at start.
+	_, err := c.kube.CoreV1().Secrets("kube-system").Get(t.Context(), hivesched.PlacementKeySecret, metav1.GetOptions{})
+	require.NoError(t, err)
+
+	low := gangPods("rbac", "low", "rbac-vc", 1, 1, 8)
+	low[0].Annotations[hivesched.AnnotationLazyPreemption] = "true"
+	c.createPods(t, low)
+	c.waitBound(t, low, 30*time.Second)
+	c.waitVCStatus(t, "rbac-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 8 })
+
+	// A lazy downgrade patches low's record; high binds.
+	high := gangPods("rbac", "high", "rbac-vc", 5, 1, 8)
+	c.createPods(t, high)
+	c.waitBound(t, high, 30*time.Second)
+	require.Eventually(t, func() bool {
+		return strings.Contains(c.getPod(t, low[0]).Annotations[hivesched.AnnotationPlacement], `"downgraded":true`)
+	}, 20*time.Second, 100*time.Millisecond, "the downgrade is written to low's record")
+
+	// A higher priority job preempts high by deleting it.
+	top := gangPods("rbac", "top", "rbac-vc", 10, 1, 8)
+	c.createPods(t, top)
+	c.waitEvent(t, high[0], "preempted by affinity group rbac/top", 20*time.Second)
+	c.waitBound(t, top, 30*time.Second)
+	c.waitVCStatus(t, "rbac-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 8 && st.OpportunisticLeafCells == 8 })
+
+	// Its lease by name, no other.
+	sa := kubernetes.NewForConfigOrDie(c.asScheduler())
+	leases := sa.CoordinationV1().Leases("kube-system")
+	for _, name := range []string{"hivesched", "someone-else"} {
+		_, err := leases.Create(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		require.NoError(t, err, "create cannot be limited by name (system:kube-scheduler grants it)")
+	}
+	l, err := leases.Get(t.Context(), "hivesched", metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = leases.Update(t.Context(), l, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = leases.Get(t.Context(), "someone-else", metav1.GetOptions{})
+	require.True(t, apierrors.IsForbidden(err), "another lease is not the scheduler's: %v", err)
+	// Nor other Secrets.
+	_, err = sa.CoreV1().Secrets("kube-system").List(t.Context(), metav1.ListOptions{})
+	require.True(t, apierrors.IsForbidden(err), "the scheduler lists no Secrets: %v", err)
+}

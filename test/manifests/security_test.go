@@ -1,0 +1,213 @@
+package manifests
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/hivesched/hivesched/plugins/hivesched"
+)
+
+// documents reads every YAML document of a manifest file.
+func documents(t *testing.T, path ...string) [][]byte {
+	raw, err := os.ReadFile(filepath.Join(append([]string{"..", ".."}, path...)...))
+	require.NoError(t, err)
+	dec := yaml.NewDocumentDecoder(io.NopCloser(bytes.NewReader(raw)))
+	var out [][]byte
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := dec.Read(buf)
+		if err == io.EOF {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, slices.Clone(buf[:n]))
+	}
+}
+
+func kindOf(t *testing.T, doc []byte) string {
+	var meta struct{ Kind string }
+	require.NoError(t, sigsyaml.Unmarshal(doc, &meta))
+	return meta.Kind
+}
+
+// TestSchedulerDeployment: the shipped Deployment never runs two replicas'
+// caches side by side, runs unprivileged and limits its memory.
+func TestSchedulerDeployment(t *testing.T) {
+	docs := documents(t, "manifests", "scheduler", "deployment.yaml")
+	require.Len(t, docs, 1)
+	var d appsv1.Deployment
+	require.NoError(t, sigsyaml.UnmarshalStrict(docs[0], &d))
+	require.Equal(t, appsv1.RecreateDeploymentStrategyType, d.Spec.Strategy.Type)
+	pod := d.Spec.Template.Spec
+	require.Equal(t, "hivesched-scheduler", pod.ServiceAccountName)
+	require.True(t, *pod.SecurityContext.RunAsNonRoot)
+	require.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, pod.SecurityContext.SeccompProfile.Type)
+	require.Len(t, pod.Containers, 1)
+	c := pod.Containers[0]
+	require.False(t, *c.SecurityContext.AllowPrivilegeEscalation)
+	require.True(t, *c.SecurityContext.ReadOnlyRootFilesystem)
+	require.Equal(t, []corev1.Capability{"ALL"}, c.SecurityContext.Capabilities.Drop)
+	require.False(t, c.Resources.Limits.Memory().IsZero(), "a memory limit")
+	require.False(t, c.Resources.Requests.Cpu().IsZero(), "a CPU request")
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	require.Equal(t, "metadata.namespace", env["POD_NAMESPACE"], "the placement key's namespace is the scheduler's")
+}
+
+// access is one permission: verb on group/resource, limited to a name ("" any).
+type access struct{ group, resource, verb, name string }
+
+// codeNeeds lists every API call hivesched's own code makes (grep
+// plugins/hivesched for ClientSet() and the VirtualCluster client).
+var codeNeeds = []access{
+	{"hivesched.io", "virtualclusters", "get", ""},
+	{"hivesched.io", "virtualclusters", "list", ""},
+	{"hivesched.io", "virtualclusters", "watch", ""},
+	{"hivesched.io", "virtualclusters/status", "update", ""},
+	{"", "pods", "get", ""},
+	{"", "pods", "list", ""},
+	{"", "pods", "watch", ""},
+	{"", "pods", "delete", ""},
+	{"", "pods", "patch", ""},
+	{"", "pods/binding", "create", ""},
+	{"", "secrets", "get", hivesched.PlacementKeySecret},
+	{"", "secrets", "create", ""},
+	{"coordination.k8s.io", "leases", "create", ""},
+	{"coordination.k8s.io", "leases", "get", "hivesched"},
+	{"coordination.k8s.io", "leases", "update", "hivesched"},
+	{"coordination.k8s.io", "leases", "get", "default-scheduler"},
+	{"coordination.k8s.io", "leases", "update", "default-scheduler"},
+}
+
+// inherited is what system:kube-scheduler grants of the above (Kubernetes'
+// bootstrap policy), so rbac.yaml need not repeat it.
+var inherited = []access{
+	{"", "pods", "get", ""}, {"", "pods", "list", ""}, {"", "pods", "watch", ""}, {"", "pods", "delete", ""},
+	{"", "pods/binding", "create", ""},
+	{"coordination.k8s.io", "leases", "create", ""},
+}
+
+func allows(rules []rbacv1.PolicyRule, a access) bool {
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, a.group) && slices.Contains(r.Resources, a.resource) && slices.Contains(r.Verbs, a.verb) &&
+			(len(r.ResourceNames) == 0 || (a.name != "" && slices.Contains(r.ResourceNames, a.name))) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSchedulerRBAC: every call the code makes is granted (by rbac.yaml or
+// the built-in scheduler role it binds), and rbac.yaml grants nothing else:
+// no wildcard, no verb the code does not use, leases and the key by name.
+func TestSchedulerRBAC(t *testing.T) {
+	var clusterRules, nsRules []rbacv1.PolicyRule
+	boundClusterRoles := map[string]bool{}
+	for _, doc := range documents(t, "manifests", "scheduler", "rbac.yaml") {
+		switch kindOf(t, doc) {
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			require.NoError(t, sigsyaml.UnmarshalStrict(doc, &r))
+			clusterRules = append(clusterRules, r.Rules...)
+		case "Role":
+			var r rbacv1.Role
+			require.NoError(t, sigsyaml.UnmarshalStrict(doc, &r))
+			require.Equal(t, "kube-system", r.Namespace)
+			nsRules = append(nsRules, r.Rules...)
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			require.NoError(t, sigsyaml.UnmarshalStrict(doc, &b))
+			require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "hivesched-scheduler", Namespace: "kube-system"}}, b.Subjects)
+			boundClusterRoles[b.RoleRef.Name] = true
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			require.NoError(t, sigsyaml.UnmarshalStrict(doc, &b))
+			require.Equal(t, "kube-system", b.Namespace)
+		case "ServiceAccount":
+		default:
+			t.Fatalf("unexpected kind in rbac.yaml: %s", kindOf(t, doc))
+		}
+	}
+	require.True(t, boundClusterRoles["system:kube-scheduler"])
+	require.True(t, boundClusterRoles["system:volume-scheduler"])
+	require.True(t, boundClusterRoles["hivesched-scheduler"])
+
+	for _, need := range codeNeeds {
+		ok := slices.Contains(inherited, need) || allows(clusterRules, need) ||
+			(need.group != "hivesched.io" && allows(nsRules, need))
+		require.True(t, ok, "not granted: %+v", need)
+	}
+	// Nothing beyond what the code needs, and nothing twice.
+	for _, rules := range [][]rbacv1.PolicyRule{clusterRules, nsRules} {
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						require.NotContains(t, []string{g, res, v}, "*", "no wildcards")
+						names := r.ResourceNames
+						if len(names) == 0 {
+							names = []string{""}
+						}
+						for _, n := range names {
+							a := access{g, res, v, n}
+							require.True(t, slices.Contains(codeNeeds, a), "granted but not used by the code: %+v", a)
+							require.False(t, slices.Contains(inherited, a), "already granted by system:kube-scheduler: %+v", a)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAdmissionManifests: the policies parse as the API types, each has a
+// binding that denies, and the exemptions name the scheduler's account.
+func TestAdmissionManifests(t *testing.T) {
+	policies := map[string]admissionv1.ValidatingAdmissionPolicy{}
+	bindings := map[string]admissionv1.ValidatingAdmissionPolicyBinding{}
+	for _, f := range []string{"pod-placement-policy.yaml", "scheduler-secret-policy.yaml"} {
+		for _, doc := range documents(t, "manifests", "admission", f) {
+			switch kindOf(t, doc) {
+			case "ValidatingAdmissionPolicy":
+				var p admissionv1.ValidatingAdmissionPolicy
+				require.NoError(t, sigsyaml.UnmarshalStrict(doc, &p))
+				policies[p.Name] = p
+			case "ValidatingAdmissionPolicyBinding":
+				var b admissionv1.ValidatingAdmissionPolicyBinding
+				require.NoError(t, sigsyaml.UnmarshalStrict(doc, &b))
+				bindings[b.Spec.PolicyName] = b
+			default:
+				t.Fatalf("%s: unexpected kind %s", f, kindOf(t, doc))
+			}
+		}
+	}
+	require.Len(t, policies, 2)
+	for name, p := range policies {
+		require.Equal(t, admissionv1.Fail, *p.Spec.FailurePolicy, name)
+		require.NotEmpty(t, p.Spec.Validations, name)
+		require.Len(t, p.Spec.MatchConditions, 1, name)
+		require.Contains(t, p.Spec.MatchConditions[0].Expression, "system:serviceaccount:kube-system:hivesched-scheduler", name)
+		b, ok := bindings[name]
+		require.True(t, ok, "policy %s has a binding", name)
+		require.Equal(t, []admissionv1.ValidationAction{admissionv1.Deny}, b.Spec.ValidationActions)
+	}
+	pp := policies["hivesched-pod-placement"]
+	require.Contains(t, pp.Spec.Variables[4].Expression, hivesched.AnnotationPlacement)
+	require.Contains(t, pp.Spec.Variables[4].Expression, hivesched.AnnotationPlacementSignature)
+}
