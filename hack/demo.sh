@@ -140,6 +140,15 @@ running vision detr 1
 show "gpu-a3 is cordoned (maintenance): vision's new 1x8 job avoided it"
 
 echo
+echo "${bold}== a tenant tries to forge a placement record (manifests/admission refuses it)${off}"
+forged='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forged","namespace":"speech","annotations":{"hivesched.io/placement":"{}"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}'
+if out=$(echo "$forged" | k --as alice --as-group team-speech create --dry-run=server -f - 2>&1); then
+  echo "the forged pod was admitted: is manifests/admission applied?" >&2
+  exit 1
+fi
+echo "kubectl --as alice create ...: ${out#*: }"
+
+echo
 echo "The cluster stays up. Keep playing:"
 echo "  export KUBECONFIG=$LOCAL_KUBECONFIG"
 echo "  kubectl get vc; kubectl get pods -A -o wide"

@@ -466,6 +466,9 @@ apply_cluster_objects() {
   log "applying CRD, nodes, namespaces, VirtualClusters"
   kc apply -f "$REPO_ROOT/manifests/crds/" >/dev/null
   kc wait --for=condition=Established --timeout=60s -f "$REPO_ROOT/manifests/crds/" >/dev/null
+  # What tenants may not do to pods and the placement key (docs/security.md);
+  # the local scheduler runs as the admin, whom the policies exempt.
+  kc apply -f "$REPO_ROOT/manifests/admission/" >/dev/null
 
   local n
   {

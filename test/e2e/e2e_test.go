@@ -200,6 +200,26 @@ func TestLocalCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("a tenant cannot forge a placement record (manifests/admission)", func(t *testing.T) {
+		// kubectl --as: the local API server lets the admin impersonate.
+		forged := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forged","namespace":"vision","annotations":{"` +
+			hivesched.AnnotationPlacement + `":"{}"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`
+		bin := filepath.Join(e.root, "_output", "local", "bin", "kubectl")
+		if _, err := os.Stat(bin); err != nil {
+			bin = "kubectl"
+		}
+		var out []byte
+		require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 300*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			cmd := exec.CommandContext(ctx, bin, "--kubeconfig", e.kubeconfig, "--as", "alice", "--as-group", "team-vision",
+				"create", "--dry-run=server", "-f", "-")
+			cmd.Stdin = strings.NewReader(forged)
+			var err error
+			out, err = cmd.CombinedOutput()
+			return err != nil && strings.Contains(string(out), "hivesched-pod-placement"), nil
+		}), "kubectl create of a forged pod: %s", out)
+		require.Contains(t, string(out), "are written by the hivesched scheduler when it binds a pod")
+	})
+
 	t.Run("a gang selects hivesched by schedulerName and runs in one rack", func(t *testing.T) {
 		g := pods("vision", "resnet", "vc-vision", 0, 4, 8, "hivesched")
 		e.create(t, g)
