@@ -25,10 +25,11 @@ e2e:
 	bash hack/local-up.sh
 	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig $(GO) test -count=1 -v -timeout 20m ./test/e2e/...
 
-## build: the scheduler binary, version stamped, and hived-convert (HiveD's virtualClusters to VirtualClusters) into bin/
+## build: the scheduler binary, version stamped, hived-convert (HiveD's virtualClusters to VirtualClusters) and the kubectl plugin kubectl-hivesched into bin/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/hivesched-scheduler ./cmd/hivesched-scheduler
 	$(GO) build -o $(BIN)/hived-convert ./cmd/hived-convert
+	$(GO) build -o $(BIN)/kubectl-hivesched ./cmd/kubectl-hivesched
 
 ## test: what CI runs: vet, unit tests (with 100k model operations), integration tests on a real API server
 test: vet unit integration

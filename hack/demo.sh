@@ -148,8 +148,25 @@ if out=$(echo "$forged" | k --as alice --as-group team-speech create --dry-run=s
 fi
 echo "kubectl --as alice create ...: ${out#*: }"
 
+# kubectl hivesched (cmd/kubectl-hivesched): the cells as the scheduler sees
+# them, read from its inspect API (127.0.0.1:10262 on this machine).
+[[ -x $LOCAL_BIN/kubectl-hivesched ]] || make -s -C "$REPO_ROOT" build BIN="$LOCAL_BIN"
+# kubectl finds a plugin by the first word after "kubectl": flags go after it.
+khs() { PATH="$LOCAL_BIN:$PATH" "${KUBECTL[0]}" hivesched --kubeconfig "$LOCAL_KUBECONFIG" --inspect-url http://127.0.0.1:10262 "$@"; }
+echo
+echo "${bold}== kubectl hivesched cells${off}"
+khs cells
+echo
+echo "${bold}== kubectl hivesched why -n speech big-0${off}"
+khs why -n speech big-0
+mkdir -p "$REPO_ROOT/_output"
+khs cells -o png --out "$REPO_ROOT/_output/demo-cells.png"
+echo
+echo "the cell tree as a picture: $REPO_ROOT/_output/demo-cells.png (kubectl hivesched cells -o png)"
+
 echo
 echo "The cluster stays up. Keep playing:"
 echo "  export KUBECONFIG=$LOCAL_KUBECONFIG"
 echo "  kubectl get vc; kubectl get pods -A -o wide"
+echo "  PATH=$LOCAL_BIN:\$PATH kubectl hivesched --inspect-url http://127.0.0.1:10262 cells|why POD|vcs|groups"
 echo "Stop it with: make down"
