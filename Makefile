@@ -12,7 +12,7 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
            -X k8s.io/component-base/version.gitCommit=$(COMMIT) \
            -X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
-.PHONY: all build test vet unit integration verify generate soak bench-core fuzz clean demo e2e
+.PHONY: all build test vet unit integration verify generate soak bench-core fuzz clean demo e2e sim sim-speed
 
 all: build
 
@@ -30,6 +30,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/hivesched-scheduler ./cmd/hivesched-scheduler
 	$(GO) build -o $(BIN)/hived-convert ./cmd/hived-convert
 	$(GO) build -o $(BIN)/kubectl-hivesched ./cmd/kubectl-hivesched
+	$(GO) build -o $(BIN)/hivesched-sim ./cmd/hivesched-sim
 
 ## test: what CI runs: vet, unit tests (with 100k model operations), integration tests on a real API server
 test: vet unit integration
@@ -58,6 +59,15 @@ soak:
 	@mkdir -p $(OUT)
 	@$(GO) test -count=1 -v -run TestModelRandomized -timeout 3h ./plugins/cellcore/ -args -model.ops=1000000 > $(OUT)/soak.txt 2>&1; st=$$?; \
 	grep -E 'model_test.go|^(ok|FAIL|--- |PASS)' $(OUT)/soak.txt; echo "full log: $(OUT)/soak.txt"; exit $$st
+
+## sim: the simulator on the shipped sample (a week, 3 tenants, 16 nodes): report and plots in _output/sim
+sim:
+	$(GO) run ./cmd/hivesched-sim -config manifests/sim/scheduler-config.yaml -vcs manifests/sim/virtualclusters.yaml \
+		-generate manifests/sim/generator.yaml -out $(OUT)/sim
+
+## sim-speed: a month of ~100k jobs on 1,000 nodes, every policy, timed (hack/sim-speed.sh)
+sim-speed:
+	bash hack/sim-speed.sh
 
 ## bench-core: the cell core's placement, preemption and build benchmarks
 bench-core:

@@ -359,3 +359,7 @@ func cellsSummary(spec hv1.VirtualClusterSpec) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// CoreVCSpec is the cell core's view of a VirtualCluster, as the scheduler
+// hands it to the core (cmd/hivesched-sim reads VirtualClusters the same way).
+func CoreVCSpec(vc *hv1.VirtualCluster) cellcore.VirtualClusterSpec { return coreVCSpec(vc) }

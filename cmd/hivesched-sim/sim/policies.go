@@ -1,0 +1,315 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+// cellPlacer is hivesched: the real cell core decides (cells, buddy
+// allocation, VC binding, its preemption), as the scheduler's PreFilter
+// does; a Preempt decision's victims are deleted at once and the group is
+// decided again, as the scheduler does once the victims are gone.
+type cellPlacer struct {
+	k     *cellcore.Core
+	cfg   cellcore.Config
+	ltype map[string]string // node -> leaf cell type
+}
+
+func newCellPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (*cellPlacer, error) {
+	k, err := cellcore.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &cellPlacer{k: k, cfg: cfg}
+	for n := range nodeCapacities(cfg) {
+		if err := k.SetNodeHealth(n, cellcore.NodeHealthy); err != nil {
+			return nil, err
+		}
+	}
+	for _, vc := range vcs {
+		if _, err := k.SetVirtualCluster(vc); err != nil {
+			return nil, fmt.Errorf("virtual cluster %s: %w", vc.Name, err)
+		}
+	}
+	return p, nil
+}
+
+func (p *cellPlacer) nodes() map[string]int32 { return nodeCapacities(p.cfg) }
+
+func podKey(r *run, i int) string { return fmt.Sprintf("%s/%d", r.name, i) }
+
+func (p *cellPlacer) place(r *run) ([]podAt, []string, bool, error) {
+	spec := cellcore.AffinityGroupSpec{Name: r.name, VirtualCluster: r.job.VC, Priority: r.job.Priority, LeafCellType: r.job.LeafType,
+		Members: []cellcore.AffinityGroupMember{{PodNumber: r.job.Pods, LeafCellNumber: r.job.Leaves}}}
+	d, err := p.k.Schedule(spec)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	var victims []string
+	if d.Kind == cellcore.Preempt {
+		for _, v := range d.Victims {
+			if err := p.kill(v); err != nil {
+				return nil, victims, false, err
+			}
+			victims = append(victims, v)
+		}
+		if d, err = p.k.Schedule(spec); err != nil {
+			return nil, victims, false, err
+		}
+	}
+	if d.Kind != cellcore.Placed {
+		return nil, victims, false, nil
+	}
+	pods := make([]podAt, len(d.Pods))
+	for i := range d.Pods {
+		pp, err := p.k.AssignPod(r.name, podKey(r, i), r.job.Leaves)
+		if err != nil {
+			return nil, victims, false, err
+		}
+		pods[i] = podAt{node: pp.Node, leaves: r.job.Leaves}
+	}
+	return pods, victims, true, nil
+}
+
+// kill deletes a victim's pods, as the scheduler's evictor does.
+func (p *cellPlacer) kill(name string) error {
+	st, ok := p.k.AffinityGroupStatus(name)
+	if !ok {
+		return nil
+	}
+	for _, pp := range st.Pods {
+		if pp.PodKey != "" {
+			if _, err := p.k.DeletePod(name, pp.PodKey); err != nil {
+				return err
+			}
+		}
+	}
+	if _, ok := p.k.AffinityGroupStatus(name); ok {
+		_, err := p.k.DeleteAffinityGroup(name)
+		return err
+	}
+	return nil
+}
+
+func (p *cellPlacer) finish(r *run) { _ = p.kill(r.name) }
+
+// quotaPlacer is the baseline a GPU-count quota system gives: a VC may use
+// up to its quota (the leaf cells of its virtual cells, counted, not
+// placed), each pod goes on a node of its leaf cell type with room for it,
+// chosen topology-blind: the first such node (first-fit), the fullest
+// (best-fit) or the emptiest (spread). No preemption: within its quota a
+// VC's jobs never need another VC's GPUs back. Opportunistic jobs count
+// against their VC's quota too.
+type quotaPlacer struct {
+	cfg   cellcore.Config
+	fit   string
+	names []string // node order of the configuration
+	cap   map[string]int32
+	free  map[string]int32
+	ltype map[string]string
+	quota map[string]int64
+	used  map[string]int64
+}
+
+func newQuotaPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec, fit string) (*quotaPlacer, error) {
+	p := &quotaPlacer{cfg: cfg, fit: fit, cap: nodeCapacities(cfg), free: map[string]int32{}, ltype: nodeLeafTypes(cfg),
+		quota: map[string]int64{}, used: map[string]int64{}}
+	p.names = nodeOrder(cfg)
+	for _, n := range p.names {
+		p.free[n] = p.cap[n]
+	}
+	for _, vc := range vcs {
+		for _, c := range vc.VirtualCells {
+			n, ok := leafCount(cfg, c.CellType)
+			if !ok {
+				return nil, fmt.Errorf("virtual cluster %s: unknown cell type %s", vc.Name, c.CellType)
+			}
+			p.quota[vc.Name] += int64(n) * int64(c.CellNumber)
+		}
+		for _, pc := range vc.PinnedCells {
+			p.quota[vc.Name] += pinnedLeaves(cfg, pc.PinnedCellID)
+		}
+	}
+	return p, nil
+}
+
+func (p *quotaPlacer) nodes() map[string]int32 { return p.cap }
+
+func (p *quotaPlacer) place(r *run) ([]podAt, []string, bool, error) {
+	j := r.job
+	q, ok := p.quota[j.VC]
+	if !ok {
+		return nil, nil, false, fmt.Errorf("virtual cluster %q is not defined", j.VC)
+	}
+	if j.GPUs() > q {
+		return nil, nil, false, fmt.Errorf("job %s asks for %d leaf cells, more than virtual cluster %s's quota of %d", j.ID, j.GPUs(), j.VC, q)
+	}
+	if p.used[j.VC]+j.GPUs() > q {
+		return nil, nil, false, nil
+	}
+	pods := make([]podAt, 0, j.Pods)
+	undo := func() {
+		for _, pa := range pods {
+			p.free[pa.node] += pa.leaves
+		}
+	}
+	for i := int32(0); i < j.Pods; i++ {
+		best := ""
+		for _, n := range p.names {
+			f := p.free[n]
+			if f < j.Leaves || (j.LeafType != "" && p.ltype[n] != j.LeafType) {
+				continue
+			}
+			if best == "" {
+				best = n
+				if p.fit == "first-fit" {
+					break
+				}
+				continue
+			}
+			if (p.fit == "best-fit" && f < p.free[best]) || (p.fit == "spread" && f > p.free[best]) {
+				best = n
+			}
+		}
+		if best == "" {
+			undo()
+			return nil, nil, false, nil
+		}
+		p.free[best] -= j.Leaves
+		pods = append(pods, podAt{node: best, leaves: j.Leaves})
+	}
+	p.used[j.VC] += j.GPUs()
+	return pods, nil, true, nil
+}
+
+func (p *quotaPlacer) finish(r *run) {
+	for _, pa := range r.pods {
+		p.free[pa.node] += pa.leaves
+	}
+	p.used[r.job.VC] -= r.job.GPUs()
+}
+
+// privateConfig is a VC alone on a cluster of exactly its cells: one
+// physical cell per virtual cell, of the same type. It is the reference
+// for the sharing anomaly: how long a VC's jobs would wait had it bought
+// its cells for itself.
+func privateConfig(cfg cellcore.Config, vc cellcore.VirtualClusterSpec) (cellcore.Config, cellcore.VirtualClusterSpec) {
+	out := cellcore.Config{CellTypes: cfg.CellTypes}
+	own := cellcore.VirtualClusterSpec{Name: vc.Name}
+	for _, c := range vc.VirtualCells {
+		for i := int32(0); i < c.CellNumber; i++ {
+			out.PhysicalCells = append(out.PhysicalCells, expandCell(cfg, c.CellType, fmt.Sprintf("%s-%s-%d", vc.Name, c.CellType, i)))
+		}
+		own.VirtualCells = append(own.VirtualCells, c)
+	}
+	return out, own
+}
+
+// expandCell is a physical cell of type t whose node-level cells are named
+// after prefix.
+func expandCell(cfg cellcore.Config, t, prefix string) cellcore.PhysicalCellSpec {
+	ts, ok := cfg.CellTypes[t]
+	if !ok || ts.IsNodeLevel {
+		return cellcore.PhysicalCellSpec{CellType: t, CellAddress: prefix}
+	}
+	c := cellcore.PhysicalCellSpec{CellType: t, CellAddress: prefix}
+	for i := int32(0); i < ts.ChildCellNumber; i++ {
+		c.CellChildren = append(c.CellChildren, expandCell(cfg, ts.ChildCellType, fmt.Sprintf("%s-%d", prefix, i)))
+	}
+	return c
+}
+
+// --- the configuration's nodes ---
+
+func leafCount(cfg cellcore.Config, t string) (int32, bool) {
+	ts, ok := cfg.CellTypes[t]
+	if !ok {
+		return 1, isLeafType(cfg, t)
+	}
+	n, ok := leafCount(cfg, ts.ChildCellType)
+	return n * ts.ChildCellNumber, ok
+}
+
+func isLeafType(cfg cellcore.Config, t string) bool {
+	for _, ts := range cfg.CellTypes {
+		if ts.ChildCellType == t {
+			return true
+		}
+	}
+	return false
+}
+
+func leafTypeOf(cfg cellcore.Config, t string) string {
+	for {
+		ts, ok := cfg.CellTypes[t]
+		if !ok {
+			return t
+		}
+		t = ts.ChildCellType
+	}
+}
+
+// walkNodes calls fn for every node-level cell: its name, leaf cells and
+// leaf type, in the configuration's order.
+func walkNodes(cfg cellcore.Config, fn func(name string, leaves int32, leafType string)) {
+	var walk func(c cellcore.PhysicalCellSpec, t string)
+	walk = func(c cellcore.PhysicalCellSpec, t string) {
+		if c.CellType != "" {
+			t = c.CellType
+		}
+		ts := cfg.CellTypes[t]
+		if ts.IsNodeLevel {
+			n, _ := leafCount(cfg, t)
+			fn(c.CellAddress, n, leafTypeOf(cfg, t))
+			return
+		}
+		for _, ch := range c.CellChildren {
+			walk(ch, ts.ChildCellType)
+		}
+	}
+	for _, c := range cfg.PhysicalCells {
+		walk(c, c.CellType)
+	}
+}
+
+func nodeCapacities(cfg cellcore.Config) map[string]int32 {
+	m := map[string]int32{}
+	walkNodes(cfg, func(n string, l int32, _ string) { m[n] = l })
+	return m
+}
+
+func nodeLeafTypes(cfg cellcore.Config) map[string]string {
+	m := map[string]string{}
+	walkNodes(cfg, func(n string, _ int32, t string) { m[n] = t })
+	return m
+}
+
+func nodeOrder(cfg cellcore.Config) []string {
+	var out []string
+	walkNodes(cfg, func(n string, _ int32, _ string) { out = append(out, n) })
+	return slices.Clip(out)
+}
+
+func pinnedLeaves(cfg cellcore.Config, id string) int64 {
+	var found int64
+	var walk func(c cellcore.PhysicalCellSpec, t string)
+	walk = func(c cellcore.PhysicalCellSpec, t string) {
+		if c.CellType != "" {
+			t = c.CellType
+		}
+		if c.PinnedCellID == id {
+			n, _ := leafCount(cfg, t)
+			found = int64(n)
+			return
+		}
+		for _, ch := range c.CellChildren {
+			walk(ch, cfg.CellTypes[t].ChildCellType)
+		}
+	}
+	for _, c := range cfg.PhysicalCells {
+		walk(c, c.CellType)
+	}
+	return found
+}
