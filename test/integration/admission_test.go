@@ -1,64 +1,34 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/hivesched/hivesched/plugins/hivesched"
 )
 
-// applyAdmission creates the policies and bindings of manifests/admission.
+// applyAdmission creates the policies and bindings of manifests/admission
+// and waits until they are enforced.
 func (c *cluster) applyAdmission(t *testing.T) {
-	dir := filepath.Join(repoRoot(t), "manifests", "admission")
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "manifests", "admission", "*.yaml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		require.NoError(t, err)
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-		for {
-			var obj map[string]any
-			if err := dec.Decode(&obj); err != nil {
-				break
-			}
-			if obj == nil {
-				continue
-			}
-			b, err := json.Marshal(obj)
-			require.NoError(t, err)
-			switch obj["kind"] {
-			case "ValidatingAdmissionPolicy":
-				var p admissionv1.ValidatingAdmissionPolicy
-				require.NoError(t, json.Unmarshal(b, &p))
-				_, err = c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(t.Context(), &p, metav1.CreateOptions{})
-			case "ValidatingAdmissionPolicyBinding":
-				var p admissionv1.ValidatingAdmissionPolicyBinding
-				require.NoError(t, json.Unmarshal(b, &p))
-				_, err = c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(t.Context(), &p, metav1.CreateOptions{})
-			default:
-				t.Fatalf("%s: unexpected kind %v", f, obj["kind"])
-			}
-			require.NoError(t, err, f)
-		}
+		c.applyManifest(t, f)
 	}
 	// The API server starts enforcing a new policy in the background (its
 	// type-checking status is written by kube-controller-manager, which

@@ -5,9 +5,11 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,7 +18,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	etcdtesting "k8s.io/apiserver/pkg/storage/etcd3/testing"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -553,5 +558,81 @@ func (c *cluster) createBoundPods(t *testing.T, pods []*v1.Pod) {
 		require.NoError(t, err)
 		_, err = c.kube.CoreV1().Pods(p.Namespace).Patch(t.Context(), p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		require.NoError(t, err)
+	}
+}
+
+// applyManifest creates every object of a manifest file (a path relative to
+// the repository, or absolute), as kubectl apply would on a fresh cluster:
+// the kinds the shipped manifests use.
+func (c *cluster) applyManifest(t *testing.T, path string) {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(repoRoot(t), path)
+	}
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	ctx := t.Context()
+	for {
+		var obj map[string]any
+		err := dec.Decode(&obj)
+		if err == io.EOF {
+			return
+		}
+		require.NoError(t, err, path)
+		if obj == nil {
+			continue
+		}
+		b, err := json.Marshal(obj)
+		require.NoError(t, err)
+		create := func(o any, do func() error) {
+			require.NoError(t, json.Unmarshal(b, o))
+			require.NoError(t, do(), "%s: %v %v", path, obj["kind"], obj["metadata"])
+		}
+		switch obj["kind"] {
+		case "ServiceAccount":
+			var o v1.ServiceAccount
+			create(&o, func() error {
+				_, err := c.kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			create(&o, func() error {
+				_, err := c.kube.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			create(&o, func() error {
+				_, err := c.kube.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		case "Role":
+			var o rbacv1.Role
+			create(&o, func() error {
+				_, err := c.kube.RbacV1().Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		case "RoleBinding":
+			var o rbacv1.RoleBinding
+			create(&o, func() error {
+				_, err := c.kube.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		case "ValidatingAdmissionPolicy":
+			var o admissionv1.ValidatingAdmissionPolicy
+			create(&o, func() error {
+				_, err := c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		case "ValidatingAdmissionPolicyBinding":
+			var o admissionv1.ValidatingAdmissionPolicyBinding
+			create(&o, func() error {
+				_, err := c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		default:
+			t.Fatalf("%s: no applier for kind %v", path, obj["kind"])
+		}
 	}
 }

@@ -1,21 +1,14 @@
 package integration
 
 import (
-	"bytes"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	v1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -24,47 +17,6 @@ import (
 )
 
 const schedulerSA = "system:serviceaccount:kube-system:hivesched-scheduler"
-
-// applyRBAC creates the objects of manifests/scheduler/rbac.yaml.
-func (c *cluster) applyRBAC(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "manifests", "scheduler", "rbac.yaml"))
-	require.NoError(t, err)
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	ctx := t.Context()
-	for {
-		var obj map[string]any
-		if err := dec.Decode(&obj); err != nil {
-			break
-		}
-		b, err := json.Marshal(obj)
-		require.NoError(t, err)
-		switch obj["kind"] {
-		case "ServiceAccount":
-			var o v1.ServiceAccount
-			require.NoError(t, json.Unmarshal(b, &o))
-			_, err = c.kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRole":
-			var o rbacv1.ClusterRole
-			require.NoError(t, json.Unmarshal(b, &o))
-			_, err = c.kube.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-		case "ClusterRoleBinding":
-			var o rbacv1.ClusterRoleBinding
-			require.NoError(t, json.Unmarshal(b, &o))
-			_, err = c.kube.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
-		case "Role":
-			var o rbacv1.Role
-			require.NoError(t, json.Unmarshal(b, &o))
-			_, err = c.kube.RbacV1().Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		case "RoleBinding":
-			var o rbacv1.RoleBinding
-			require.NoError(t, json.Unmarshal(b, &o))
-			_, err = c.kube.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("rbac.yaml: unexpected kind %v", obj["kind"])
-		}
-		require.NoError(t, err, "%v %v", obj["kind"], obj["metadata"])
-	}
-}
 
 // asScheduler is the rest config of the scheduler's service account
 // (impersonated by the admin: the test server has no token controller).
@@ -82,7 +34,7 @@ func (c *cluster) asScheduler() *rest.Config {
 // writes VC status; its leader lease is its own by name.
 func TestSchedulerUnderShippedRBAC(t *testing.T) {
 	c := startCluster(t, "--authorization-mode=Node,RBAC")
-	c.applyRBAC(t)
+	c.applyManifest(t, "manifests/scheduler/rbac.yaml")
 	c.createNodes(t, "rbac", 1, 2, 0)
 	c.createNamespace(t, "rbac")
 	c.createVC(t, "rbac-vc", []string{"rbac"}, "V100-NODE", 1)
