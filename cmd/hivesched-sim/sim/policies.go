@@ -12,9 +12,8 @@ import (
 // does; a Preempt decision's victims are deleted at once and the group is
 // decided again, as the scheduler does once the victims are gone.
 type cellPlacer struct {
-	k     *cellcore.Core
-	cfg   cellcore.Config
-	ltype map[string]string // node -> leaf cell type
+	k   *cellcore.Core
+	cfg cellcore.Config
 }
 
 func newCellPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (*cellPlacer, error) {

@@ -222,8 +222,8 @@ func esc(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
-// delayCDF: the fraction of vc's guaranteed jobs that started within x
-// minutes, per policy and on the private cluster.
+// delayCDF: the fraction of vc's jobs (opportunistic ones included) that
+// started within x minutes, per policy and on the private cluster.
 func (rep *Report) delayCDF(vc string) string {
 	var ss []series
 	rows := append([]*Result(nil), rep.Results...)
