@@ -52,10 +52,11 @@ type Cell struct {
 	address  string
 
 	level     int8
-	state     CellState // leaves only
-	doomed    bool      // a bound root bound to lost hardware to keep the safety invariant
-	deviceBad bool      // leaves only: the device itself is bad
-	index     int32     // leaves: device index in the node
+	state     CellState    // leaves only
+	doomed    bool         // a bound root bound to lost hardware to keep the safety invariant
+	device    DeviceHealth // leaves only: the device's own health (seed 003)
+	mark      leafMark     // leaves only: counted as taken by a node's unnamed unhealthy devices or foreign pods
+	index     int32        // leaves: device index in the node
 	leafCount int32
 
 	freeLeaves    int32 // schedulable leaves in state Free
@@ -111,14 +112,17 @@ func (c *Cell) leafContribution() leafCounts {
 }
 
 // schedulable: a new placement may land on the leaf (seed 003: only GOOD
-// hardware is considered; unknown hardware is not, until first seen healthy).
+// hardware is considered; unknown hardware is not, until first seen healthy;
+// nor is a device another scheduler's pod holds).
 func (c *Cell) schedulable() bool {
-	return !c.deviceBad && c.node != nil && c.node.health == NodeHealthy
+	return c.device == DeviceGood && c.mark == markNone && c.node != nil && c.node.health == NodeHealthy
 }
 
-// lost: the leaf's capacity is gone for the safety invariant.
+// lost: the leaf's capacity is gone for the safety invariant. Unknown and
+// Looping hardware is not lost: it is expected back, and dooming VCs' cells
+// for every health check would churn their bindings.
 func (c *Cell) lost() bool {
-	if c.deviceBad {
+	if c.mark != markNone || c.device.lost() {
 		return true
 	}
 	switch c.node.health {
@@ -186,6 +190,9 @@ const (
 	NodeMaintenance
 	// NodeRetired: taken out of service for good (LAVA RETIRED).
 	NodeRetired
+	// NodeLooping: being health-checked (LAVA LOOPING). Not schedulable,
+	// not lost: like Unknown, it is expected back.
+	NodeLooping
 )
 
 func (h NodeHealth) String() string {
@@ -200,6 +207,8 @@ func (h NodeHealth) String() string {
 		return "Maintenance"
 	case NodeRetired:
 		return "Retired"
+	case NodeLooping:
+		return "Looping"
 	}
 	return "NodeHealth(" + strconv.Itoa(int(h)) + ")"
 }
@@ -208,4 +217,11 @@ type node struct {
 	name   string
 	health NodeHealth
 	cells  []*Cell // node-level cells of this node, one per chain it is in
+
+	// Devices the node reports as taken without naming them: unhealthy ones
+	// (allocatable below capacity) and those foreign pods use. The core
+	// marks that many of the node's leaves (markNodeLeaves) and moves the
+	// marks to idle leaves as groups come and go.
+	wantMarks [numMarks]int32
+	remark    bool // queued for markNodeLeaves at the end of the operation
 }

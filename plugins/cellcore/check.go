@@ -20,6 +20,9 @@ func (k *Core) CheckInvariants() error {
 	for _, e := range k.internalErrs {
 		fail("internal: %s", e)
 	}
+	for _, n := range k.nodes {
+		checkNodeMarks(n, fail)
+	}
 	inPlacement := map[*Cell][]*AffinityGroup{}
 	for name, g := range k.groups {
 		if g.spec.Name != name {
@@ -259,5 +262,41 @@ func eachAtLevel(c *Cell, l int, fn func(*Cell)) {
 	}
 	for _, ch := range c.children {
 		eachAtLevel(ch, l, fn)
+	}
+}
+
+// checkNodeMarks: a node's marks number what it wants (as far as its good
+// leaves go), sit on good leaves only, and sit on a busy leaf only while no
+// idle good leaf is left unmarked: every device a foreign pod or an unnamed
+// unhealthy device holds is withheld from placement whenever the node has
+// one to withhold.
+func checkNodeMarks(n *node, fail func(string, ...any)) {
+	var good, idleUnmarked, busyMarked int32
+	var got [numMarks]int32
+	for _, nc := range n.cells {
+		nc.forEachLeaf(func(l *Cell) {
+			if l.device != DeviceGood {
+				if l.mark != markNone {
+					fail("node %s: leaf %s of health %s carries a mark", n.name, l.ID(), l.device)
+				}
+				return
+			}
+			good++
+			got[l.mark]++
+			switch {
+			case l.mark == markNone && l.idle():
+				idleUnmarked++
+			case l.mark != markNone && !l.idle():
+				busyMarked++
+			}
+		})
+	}
+	want := n.wantMarks
+	if total := min(good, want[markUnhealthy]+want[markForeign]); got[markUnhealthy]+got[markForeign] != total ||
+		got[markUnhealthy] != min(want[markUnhealthy], total) {
+		fail("node %s: marks unhealthy %d foreign %d, want %d and %d of %d good leaves", n.name, got[markUnhealthy], got[markForeign], want[markUnhealthy], want[markForeign], good)
+	}
+	if busyMarked > 0 && idleUnmarked > 0 {
+		fail("node %s: %d marks on busy leaves while %d idle leaves are unmarked", n.name, busyMarked, idleUnmarked)
 	}
 }

@@ -25,6 +25,8 @@ type Core struct {
 	epoch            uint32
 	dirty            [][]*Cell // changed cells by level, flushed at the end of each operation
 	unbindCandidates []*Cell
+	remarkNodes      []*node // nodes whose leaf marks must be placed again (markNodeLeaves)
+	marking          bool    // markNodeLeaves is moving marks: do not queue again
 	downgradedNow    []string
 	scratchCounts    []leafCounts
 	scratchLevels    [2][]int64
@@ -77,6 +79,7 @@ func (k *Core) internalError(format string, args ...any) {
 // guaranteed leaf uses any more, refreshes indexes, and keeps the doomed-bad
 // bindings in line with health.
 func (k *Core) finish() {
+	k.remarkQueued()
 	for {
 		k.flush()
 		if len(k.unbindCandidates) == 0 {

@@ -9,7 +9,7 @@ import "fmt"
 // physical cells ("doomed bad cells") so each VC sees its loss; they are
 // unbound again when capacity returns.
 func (k *Core) SetNodeHealth(name string, h NodeHealth) error {
-	if h > NodeRetired {
+	if h > NodeLooping {
 		return fmt.Errorf("node %q: invalid health %d", name, h)
 	}
 	k.mu.Lock()
@@ -47,7 +47,8 @@ func (k *Core) NodeHealthOf(name string) (NodeHealth, bool) {
 }
 
 // SetLeafCellHealth marks one device bad (or good again): the leaf cell of
-// leafType with device index in the node.
+// leafType with device index in the node. SetNodeDevices sets every device of
+// a node at once, with the other health states.
 func (k *Core) SetLeafCellHealth(nodeName, leafType string, index int32, bad bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -57,8 +58,12 @@ func (k *Core) SetLeafCellHealth(nodeName, leafType string, index int32, bad boo
 		return err
 	}
 	old := l.leafContribution()
-	l.deviceBad = bad
+	l.device = DeviceGood
+	if bad {
+		l.device = DeviceBad
+	}
 	k.updateLeaf(l, old)
+	k.queueRemark(l.node) // a mark on it may have to move
 	return nil
 }
 

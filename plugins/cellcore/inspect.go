@@ -13,8 +13,11 @@ import (
 type CellRecord struct {
 	cell   *Cell
 	Parent int32 // index of the parent record, -1 for a top cell
-	// Health: "good", "doomed" (a VC keeps it bound to lost hardware), or
-	// the node's health (or "bad" for a bad device) when not schedulable.
+	// Health: "good", "doomed" (a VC keeps it bound to lost hardware), a
+	// leaf's own device health when not good (unknown, looping, bad,
+	// maintenance, retired), "unhealthy" (counted as one of the node's
+	// unnamed unhealthy devices), "foreign" (counted as held by a pod
+	// hivesched did not place), or the node's health when not schedulable.
 	Health string
 	// BindingRoot: the cell is bound to a VC (or is a pinned cell) as a
 	// whole; VirtualCluster and PinnedCellID are set on it and below.
@@ -194,8 +197,12 @@ func record(c *Cell, parent int32, vc, pinned string) CellRecord {
 	switch {
 	case c.doomed:
 		r.Health = "doomed"
-	case c.isLeaf() && c.deviceBad:
-		r.Health = "bad"
+	case c.isLeaf() && c.device != DeviceGood:
+		r.Health = c.device.String()
+	case c.isLeaf() && c.mark == markUnhealthy:
+		r.Health = "unhealthy"
+	case c.isLeaf() && c.mark == markForeign:
+		r.Health = "foreign"
 	case c.node != nil && c.node.health != NodeHealthy:
 		r.Health = healthNames[c.node.health]
 	}
@@ -212,7 +219,7 @@ func record(c *Cell, parent int32, vc, pinned string) CellRecord {
 }
 
 // healthNames are the lowercase node healths, without allocating.
-var healthNames = map[NodeHealth]string{NodeUnknown: "unknown", NodeHealthy: "healthy", NodeBad: "bad", NodeMaintenance: "maintenance", NodeRetired: "retired"}
+var healthNames = map[NodeHealth]string{NodeUnknown: "unknown", NodeHealthy: "healthy", NodeBad: "bad", NodeMaintenance: "maintenance", NodeRetired: "retired", NodeLooping: "looping"}
 
 // GroupExplanation is what the inspect API says of one group.
 type GroupExplanation struct {

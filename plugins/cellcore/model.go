@@ -496,6 +496,11 @@ func (k *Core) updateLeaf(l *Cell, old leafCounts) {
 		return
 	}
 	d := leafCounts{now.free - old.free, now.unsched - old.unsched, now.lost - old.lost, now.opp - old.opp, now.guar - old.guar}
+	if n := l.node; n != nil && !k.marking && n.wantMarks != [numMarks]int32{} {
+		// A group came or went on a node with marked leaves: the marks may
+		// have to move to the leaves that are idle now.
+		k.queueRemark(n)
+	}
 	if d.lost != 0 {
 		l.chain.needCheck = true
 	}

@@ -26,9 +26,11 @@ type modelRun struct {
 	vcs    map[string]VirtualClusterSpec
 	groups map[string]AffinityGroupSpec // groups the "plugin" knows
 	health map[string]NodeHealth
-	bad    map[string]bool // node/index of bad devices
-	next   int
-	stats  map[string]int
+	// devices: what each node reports of its devices (named devices' health,
+	// unnamed unhealthy ones, those foreign pods hold), replayed at restart.
+	devices map[string]NodeDevices
+	next    int
+	stats   map[string]int
 	// mild: hardware breaks rarely and is never Unknown again after start
 	// (about one node in ten and one device in twenty unhealthy at a time);
 	// otherwise half the health changes break something (about half the
@@ -39,7 +41,7 @@ type modelRun struct {
 func newModelRun(t *testing.T, seed int64) *modelRun {
 	m := &modelRun{t: t, r: rand.New(rand.NewSource(seed)), cfg: clusterConfig(3, 4, 3),
 		vcs: map[string]VirtualClusterSpec{}, groups: map[string]AffinityGroupSpec{},
-		health: map[string]NodeHealth{}, bad: map[string]bool{}, stats: map[string]int{}}
+		health: map[string]NodeHealth{}, devices: map[string]NodeDevices{}, stats: map[string]int{}}
 	// One pinned node.
 	m.cfg.PhysicalCells[2].CellChildren[3].PinnedCellID = "pin-1"
 	m.k = newHealthyCore(t, m.cfg)
@@ -433,6 +435,10 @@ func (m *modelRun) nodeHealth() {
 
 func (m *modelRun) deviceHealth() {
 	n := m.pick(m.nodeNames())
+	if m.r.Intn(3) == 0 {
+		m.nodeDevices(n)
+		return
+	}
 	idx := int32(m.r.Intn(8))
 	bad := m.r.Intn(2) == 0
 	if m.mild {
@@ -440,8 +446,63 @@ func (m *modelRun) deviceHealth() {
 	}
 	err := m.k.SetLeafCellHealth(n, "", idx, bad)
 	if err == nil {
-		m.bad[fmt.Sprintf("%s/%d", n, idx)] = bad
+		d := m.devices[n]
+		h := DeviceGood
+		if bad {
+			h = DeviceBad
+		}
+		d.Devices = setDevice(d.Devices, idx, h)
+		m.devices[n] = d
 	}
+}
+
+// setDevice sets one named device's health in a node's list (Good drops it).
+func setDevice(list []DeviceStatus, idx int32, h DeviceHealth) []DeviceStatus {
+	out := list[:0:0]
+	for _, d := range list {
+		if d.Index != idx {
+			out = append(out, d)
+		}
+	}
+	if h != DeviceGood {
+		out = append(out, DeviceStatus{Index: idx, Health: h})
+	}
+	return out
+}
+
+// nodeDevices changes what a node reports of its devices: a named device's
+// state (any of seed 003's), devices unhealthy without a name, and devices
+// foreign pods hold (pods another scheduler placed).
+func (m *modelRun) nodeDevices(n string) {
+	d := m.devices[n]
+	switch m.r.Intn(3) {
+	case 0:
+		h := DeviceHealth(m.r.Intn(int(DeviceRetired) + 1))
+		if m.mild && m.r.Intn(4) != 0 {
+			h = DeviceGood
+		}
+		d.Devices = setDevice(d.Devices, int32(m.r.Intn(8)), h)
+	case 1:
+		d.Unhealthy = int32(m.r.Intn(3))
+		if m.mild && m.r.Intn(4) != 0 {
+			d.Unhealthy = 0
+		}
+	default:
+		d.Foreign = int32(m.r.Intn(4))
+		if m.mild && m.r.Intn(2) != 0 {
+			d.Foreign = 0
+		}
+	}
+	// T4 nodes have 4 devices: a named index beyond is refused, the rest
+	// applied.
+	_ = m.k.SetNodeDevices(n, d)
+	got, ok := m.k.NodeDevicesOf(n)
+	require.True(m.t, ok)
+	m.devices[n] = NodeDevices{Devices: setDevice(got.Devices, -1, DeviceGood), Unhealthy: got.Unhealthy, Foreign: got.Foreign}
+	for i := range m.devices[n].Devices {
+		m.devices[n].Devices[i].LeafCellType = ""
+	}
+	m.stats["node-devices"]++
 }
 
 func (m *modelRun) resizeVC() {
@@ -494,21 +555,15 @@ func (m *modelRun) restart() {
 	for _, n := range m.nodeNames() {
 		require.NoError(t, k.SetNodeHealth(n, m.health[n]))
 	}
-	badKeys := make([]string, 0, len(m.bad))
-	for key := range m.bad {
-		badKeys = append(badKeys, key)
+	devNodes := make([]string, 0, len(m.devices))
+	for n := range m.devices {
+		devNodes = append(devNodes, n)
 	}
 	// In an order drawn from the run's seed: orders vary, a seed replays.
-	sort.Strings(badKeys)
-	m.r.Shuffle(len(badKeys), func(i, j int) { badKeys[i], badKeys[j] = badKeys[j], badKeys[i] })
-	for _, key := range badKeys {
-		if m.bad[key] {
-			var node string
-			var idx int32
-			_, _ = fmt.Sscanf(key[len(key)-1:], "%d", &idx)
-			node = key[:len(key)-2]
-			require.NoError(t, k.SetLeafCellHealth(node, "", idx, true))
-		}
+	sort.Strings(devNodes)
+	m.r.Shuffle(len(devNodes), func(i, j int) { devNodes[i], devNodes[j] = devNodes[j], devNodes[i] })
+	for _, n := range devNodes {
+		require.NoError(t, k.SetNodeDevices(n, m.devices[n]))
 	}
 	for _, n := range m.vcNames() {
 		_, err := k.SetVirtualCluster(m.vcs[n])

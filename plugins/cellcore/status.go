@@ -42,6 +42,13 @@ type VirtualClusterStatus struct {
 	// OpportunisticLeafCellsByType splits OpportunisticLeafCells by leaf
 	// cell type.
 	OpportunisticLeafCellsByType map[string]int32
+	// Of the leaf cells under the VC's cells: lost ones (bad hardware, or
+	// held by pods hivesched did not place), and of those the ones foreign
+	// pods hold, with the nodes they are on (sorted).
+	LostLeafCells, ForeignLeafCells int32
+	ForeignNodes                    []string
+	// LostNodes are the nodes of the VC's lost leaf cells (sorted).
+	LostNodes []string
 }
 
 // VirtualClusterStatus returns one VC's status.
@@ -83,6 +90,7 @@ func (k *Core) vcStatus(v *vcState) VirtualClusterStatus {
 				s.UsedLeafCells += r.guarLeaves
 				s.FreeLeafCells += r.freeLeaves
 				s.BadLeafCells += r.lostLeaves
+				st.addLost(r)
 			}
 		}
 		for l := ch.top; l >= 1; l-- {
@@ -112,10 +120,38 @@ func (k *Core) vcStatus(v *vcState) VirtualClusterStatus {
 	}
 	for _, p := range v.pinned {
 		c := k.pinned[p.pinnedID]
+		st.addLost(c)
 		st.PinnedCells = append(st.PinnedCells, PinnedCellStatus{PinnedCellID: p.pinnedID, CellType: c.chain.levelType[c.level], LeafCellType: c.chain.leafType,
 			LeafCells: c.leafCount, UsedLeafCells: c.guarLeaves, FreeLeafCells: c.freeLeaves, BadLeafCells: c.lostLeaves})
 	}
 	return st
+}
+
+// addLost counts the lost leaves below a cell of the VC and their nodes.
+func (st *VirtualClusterStatus) addLost(c *Cell) {
+	if c.lostLeaves == 0 {
+		return
+	}
+	st.LostLeafCells += c.lostLeaves
+	c.forEachLeaf(func(l *Cell) {
+		if !l.lost() {
+			return
+		}
+		st.LostNodes = insertSorted(st.LostNodes, l.node.name)
+		if l.mark == markForeign {
+			st.ForeignLeafCells++
+			st.ForeignNodes = insertSorted(st.ForeignNodes, l.node.name)
+		}
+	})
+}
+
+// insertSorted adds s to a sorted set.
+func insertSorted(set []string, s string) []string {
+	i := sort.SearchStrings(set, s)
+	if i < len(set) && set[i] == s {
+		return set
+	}
+	return append(set[:i], append([]string{s}, set[i:]...)...)
 }
 
 // AffinityGroupStatus is a group's state and placement.
