@@ -19,7 +19,9 @@ import (
 )
 
 // LabelHealth lets an operator set a node's health beyond what Kubernetes
-// reports: "maintenance", "retired" or "bad" (seed 003's device health).
+// reports, in seed 003's (LAVA's) terms: "maintenance", "retired", "bad",
+// "looping" (being checked) or "unknown" ("good" or no label: Kubernetes'
+// own view decides). docs/health.md maps every state.
 const LabelHealth = "hivesched.io/health"
 
 // nodeHealth maps a Node to the core's hardware health: an operator label
@@ -32,6 +34,10 @@ func nodeHealth(n *v1.Node) cellcore.NodeHealth {
 		return cellcore.NodeMaintenance
 	case "bad":
 		return cellcore.NodeBad
+	case "looping":
+		return cellcore.NodeLooping
+	case "unknown":
+		return cellcore.NodeUnknown
 	}
 	if n.Spec.Unschedulable {
 		return cellcore.NodeMaintenance
@@ -86,6 +92,10 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 		logger.V(5).Info("node is not in the physical cluster", "node", n.Name)
 		return
 	}
+	if !deleted && p.onNodeDevices(logger, n) {
+		p.statusChanged()
+		p.activateWaiting(logger, "")
+	}
 	if old == h {
 		return
 	}
@@ -119,6 +129,11 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	p.recoverMu.Lock()
 	defer p.recoverMu.Unlock()
 	recovered := p.recovered.Load()
+	if recovered {
+		// After the pod's own handling below: a pod the core does not hold
+		// (any more) that runs on a node holds devices all the same.
+		defer p.noteForeign(logger, pod, deleted, true)
+	}
 	if !p.ours(pod) {
 		if pod.Spec.NodeName != "" && !deleted {
 			// Bound, and not by a hivesched (or its record was tampered

@@ -65,6 +65,7 @@ type HiveSched struct {
 	records       *recordWriter // placement records of downgraded groups
 	statusKick    chan struct{} // a VC status may have changed
 	signer        *placementSigner
+	devices       *deviceInputs // device health and foreign pods' devices, per node
 
 	// recovered: the allocations were rebuilt (ensureRecovered); recoverMu
 	// orders recovery with the pod event handler.
@@ -125,6 +126,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		vcs:           newVCRegistry(),
 		nonLeafTypes:  nonLeafCellTypes(args.PhysicalCluster),
 		statusKick:    make(chan struct{}, 1),
+		devices:       newDeviceInputs(),
 	}
 	p.warnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.victimGrace = args.VictimGracePeriodSeconds

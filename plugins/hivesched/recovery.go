@@ -101,7 +101,10 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 	logger := klog.FromContext(ctx)
 	start := time.Now()
 	for _, n := range nodes {
-		_ = p.core.SetNodeHealth(n.Name, nodeHealth(n))
+		if _, known := p.core.NodeHealthOf(n.Name); known {
+			_ = p.core.SetNodeHealth(n.Name, nodeHealth(n))
+			p.onNodeDevices(logger, n)
+		}
 	}
 	vcs, err := p.vcClient.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -151,6 +154,15 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 		if p.recoverGroup(logger, n, groups[n], "after a scheduler restart") == nil {
 			recovered++
 		}
+	}
+	// Every running pod the core does not hold now holds devices it must
+	// not hand out: pods of other schedulers, pods created with
+	// spec.nodeName or with an untrusted record, groups not taken back.
+	for _, node := range p.devices.resetForeign() {
+		p.applyDevices(logger, node)
+	}
+	for _, pod := range pods {
+		p.noteForeign(logger, pod, false, report)
 	}
 	recoveryDuration.Observe(time.Since(start).Seconds())
 	recoveredGroups.WithLabelValues("recovered").Add(float64(recovered))

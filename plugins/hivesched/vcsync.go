@@ -329,6 +329,8 @@ func (p *HiveSched) vcStatus(vc *hv1.VirtualCluster, rejected string) hv1.Virtua
 	st.OpportunisticGroups = int32(cs.OpportunisticGroups)
 	st.DowngradedGroups = int32(cs.DowngradedGroups)
 	st.OpportunisticLeafCells = cs.OpportunisticLeafCells
+	st.LostLeafCells, st.ForeignLeafCells = cs.LostLeafCells, cs.ForeignLeafCells
+	apimeta.SetStatusCondition(&st.Conditions, p.cellsLostCondition(vc, cs))
 	sort.Slice(st.Cells, func(i, j int) bool { return st.Cells[i].CellType < st.Cells[j].CellType })
 	st.AffinityGroups = hv1.AffinityGroupCounts{
 		Pending: int32(cs.AffinityGroups[cellcore.AGPending]), Preempting: int32(cs.AffinityGroups[cellcore.AGPreempting]),
@@ -363,3 +365,45 @@ func cellsSummary(spec hv1.VirtualClusterSpec) string {
 // CoreVCSpec is the cell core's view of a VirtualCluster, as the scheduler
 // hands it to the core (cmd/hivesched-sim reads VirtualClusters the same way).
 func CoreVCSpec(vc *hv1.VirtualCluster) cellcore.VirtualClusterSpec { return coreVCSpec(vc) }
+
+// cellsLostCondition says in one sentence which of the VC's leaf cells are
+// lost and why: the nodes, and the pods hivesched did not place that hold
+// some of them.
+func (p *HiveSched) cellsLostCondition(vc *hv1.VirtualCluster, cs cellcore.VirtualClusterStatus) metav1.Condition {
+	c := metav1.Condition{Type: hv1.ConditionCellsLost, ObservedGeneration: vc.Generation}
+	if cs.LostLeafCells == 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "NoneLost", "every leaf cell of the VC is on healthy hardware and free for its groups or used by them"
+		return c
+	}
+	c.Status = metav1.ConditionTrue
+	bad := cs.LostLeafCells - cs.ForeignLeafCells
+	var parts []string
+	if bad > 0 {
+		parts = append(parts, fmt.Sprintf("%d on unhealthy hardware (bad, maintenance or retired nodes or devices)", bad))
+	}
+	if cs.ForeignLeafCells > 0 {
+		pods, more := p.devices.foreignPodsOn(cs.ForeignNodes, 3)
+		who := strings.Join(pods, ", ")
+		if more > 0 {
+			who += fmt.Sprintf(" and %d more", more)
+		}
+		parts = append(parts, fmt.Sprintf("%d held by pods hivesched did not place (%s on %s)", cs.ForeignLeafCells, who, strings.Join(cs.ForeignNodes, ", ")))
+	}
+	switch {
+	case bad > 0 && cs.ForeignLeafCells > 0:
+		c.Reason = "UnhealthyHardwareAndForeignPods"
+	case bad > 0:
+		c.Reason = "UnhealthyHardware"
+	default:
+		c.Reason = "ForeignPods"
+	}
+	nodes := cs.LostNodes
+	suffix := ""
+	if len(nodes) > 5 {
+		suffix = fmt.Sprintf(" and %d more", len(nodes)-5)
+		nodes = nodes[:5]
+	}
+	c.Message = fmt.Sprintf("%d of the VC's leaf cells are lost, on nodes %s%s: %s; its groups cannot use them until they come back",
+		cs.LostLeafCells, strings.Join(nodes, ", "), suffix, strings.Join(parts, "; "))
+	return c
+}

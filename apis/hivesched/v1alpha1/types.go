@@ -59,6 +59,11 @@ const (
 	// ConditionRejected is True when the scheduler refused the spec; the
 	// condition message explains why.
 	ConditionRejected = "Rejected"
+	// ConditionCellsLost is True when some leaf cells under the VC's cells
+	// are lost: on unhealthy hardware (a bad, maintenance or retired node or
+	// device) or held by pods hivesched did not place. The message names
+	// the nodes and the pods.
+	ConditionCellsLost = "CellsLost"
 )
 
 // +genclient
@@ -160,7 +165,8 @@ type VirtualClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions are the latest observations (types Admitted and Rejected).
+	// Conditions are the latest observations (types Admitted, Rejected and
+	// CellsLost).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -216,6 +222,19 @@ type VirtualClusterStatus struct {
 	// OpportunisticGroups use, wherever they run.
 	// +optional
 	OpportunisticLeafCells int32 `json:"opportunisticLeafCells"`
+
+	// LostLeafCells is the number of the VC's leaf cells that are lost: on
+	// unhealthy hardware or held by pods hivesched did not place (see the
+	// CellsLost condition). The VC keeps them bound so that it sees its
+	// loss rather than another VC losing a promised cell.
+	// +optional
+	LostLeafCells int32 `json:"lostLeafCells"`
+
+	// ForeignLeafCells is how many of the LostLeafCells pods hivesched did
+	// not place hold (another scheduler's pods, or pods created with
+	// spec.nodeName, that request the leaf cell resource).
+	// +optional
+	ForeignLeafCells int32 `json:"foreignLeafCells"`
 }
 
 // CellTypeStatus reports the virtual cells of one cell type.

@@ -12,11 +12,13 @@ import (
 )
 
 // leafLegend explains the characters of a node's leaf map.
-const leafLegend = "leaf cells: U used (guaranteed)  o used (opportunistic)  R reserved for a preempting group  . free, bound to a VC  _ free  X bad hardware"
+const leafLegend = "leaf cells: U used (guaranteed)  o used (opportunistic)  R reserved for a preempting group  . free, bound to a VC  _ free  X bad hardware  F held by a pod hivesched did not place"
 
 // leafChar is one leaf cell in a node's leaf map.
 func leafChar(c *iv1.Cell) byte {
 	switch {
+	case c.Health == "foreign":
+		return 'F'
 	case c.Health != "" && c.Health != "good":
 		return 'X'
 	case c.State == "Reserving" || c.State == "Reserved":

@@ -38,6 +38,8 @@ type VirtualClusterStatusApplyConfiguration struct {
 	OpportunisticGroups    *int32                                 `json:"opportunisticGroups,omitempty"`
 	DowngradedGroups       *int32                                 `json:"downgradedGroups,omitempty"`
 	OpportunisticLeafCells *int32                                 `json:"opportunisticLeafCells,omitempty"`
+	LostLeafCells          *int32                                 `json:"lostLeafCells,omitempty"`
+	ForeignLeafCells       *int32                                 `json:"foreignLeafCells,omitempty"`
 }
 
 // VirtualClusterStatusApplyConfiguration constructs a declarative configuration of the VirtualClusterStatus type for use with
@@ -149,5 +151,21 @@ func (b *VirtualClusterStatusApplyConfiguration) WithDowngradedGroups(value int3
 // If called multiple times, the OpportunisticLeafCells field is set to the value of the last call.
 func (b *VirtualClusterStatusApplyConfiguration) WithOpportunisticLeafCells(value int32) *VirtualClusterStatusApplyConfiguration {
 	b.OpportunisticLeafCells = &value
+	return b
+}
+
+// WithLostLeafCells sets the LostLeafCells field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LostLeafCells field is set to the value of the last call.
+func (b *VirtualClusterStatusApplyConfiguration) WithLostLeafCells(value int32) *VirtualClusterStatusApplyConfiguration {
+	b.LostLeafCells = &value
+	return b
+}
+
+// WithForeignLeafCells sets the ForeignLeafCells field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ForeignLeafCells field is set to the value of the last call.
+func (b *VirtualClusterStatusApplyConfiguration) WithForeignLeafCells(value int32) *VirtualClusterStatusApplyConfiguration {
+	b.ForeignLeafCells = &value
 	return b
 }
