@@ -3,6 +3,7 @@ package cellcore
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // CheckInvariants recomputes everything the core keeps incrementally and
@@ -22,6 +23,43 @@ func (k *Core) CheckInvariants() error {
 	}
 	for _, n := range k.nodes {
 		checkNodeMarks(n, fail)
+	}
+	use := map[nsKey]nsUsage{}
+	for _, g := range k.groups {
+		if g.spec.Namespace != "" && holding(g.state) {
+			key := nsKey{g.spec.VirtualCluster, g.spec.Namespace}
+			u := use[key]
+			u.groups++
+			u.leaves += int64(g.totalLeaves())
+			use[key] = u
+		}
+	}
+	// The queue's view of the same holdings (read without the lock).
+	opp := map[string]int64{}
+	for _, g := range k.groups {
+		if g.spec.Priority < 0 && holding(g.state) {
+			opp[g.spec.VirtualCluster] += int64(g.totalLeaves())
+		}
+	}
+	k.seqView.ns.Range(func(key, c any) bool {
+		if got, want := c.(*atomic.Int64).Load(), use[key.(nsKey)].leaves; got != want {
+			fail("sequence view: namespace %s in VC %s holds %d leaf cells, recomputed %d", key.(nsKey).ns, key.(nsKey).vc, got, want)
+		}
+		return true
+	})
+	k.seqView.opp.Range(func(vc, c any) bool {
+		if got, want := c.(*atomic.Int64).Load(), opp[vc.(string)]; got != want {
+			fail("sequence view: VC %s's opportunistic groups hold %d leaf cells, recomputed %d", vc, got, want)
+		}
+		return true
+	})
+	if len(use) != len(k.nsUse) {
+		fail("namespace usage: %d entries kept, %d recomputed", len(k.nsUse), len(use))
+	}
+	for key, u := range use {
+		if got := k.nsUse[key]; got == nil || *got != u {
+			fail("namespace %s in VC %s: usage kept %+v, recomputed %+v", key.ns, key.vc, got, u)
+		}
 	}
 	inPlacement := map[*Cell][]*AffinityGroup{}
 	for name, g := range k.groups {

@@ -26,6 +26,8 @@ type Core struct {
 	dirty            [][]*Cell // changed cells by level, flushed at the end of each operation
 	unbindCandidates []*Cell
 	remarkNodes      []*node // nodes whose leaf marks must be placed again (markNodeLeaves)
+	nsUse            map[nsKey]*nsUsage // what each namespace's groups hold of each VC (limits)
+	seqView          sequenceView       // the queue order's inputs, read without the lock
 	marking          bool    // markNodeLeaves is moving marks: do not queue again
 	downgradedNow    []string
 	scratchCounts    []leafCounts
@@ -41,7 +43,7 @@ type Core struct {
 // New builds the cell model of a physical cluster. Every node starts
 // Unknown (not schedulable) until SetNodeHealth reports it.
 func New(cfg Config) (*Core, error) {
-	k := &Core{vcs: map[string]*vcState{}, groups: map[string]*AffinityGroup{}, leafTypes: map[string]bool{}}
+	k := &Core{vcs: map[string]*vcState{}, groups: map[string]*AffinityGroup{}, leafTypes: map[string]bool{}, nsUse: map[nsKey]*nsUsage{}}
 	if err := k.build(cfg); err != nil {
 		return nil, err
 	}
@@ -127,6 +129,9 @@ type Decision struct {
 	Pods    []PodPlacement // one per pod slot, in member order (Placed)
 	Victims []string       // whole AGs to delete (Preempt, and Wait while Preempting)
 	Reason  string         // for a user: why the group waits
+	// OverLimit: the group waits for its namespace's limit in its VC
+	// (Reason names it), not for cells.
+	OverLimit bool
 	// Downgraded lists guaranteed AGs lazily preempted to opportunistic.
 	Downgraded []string
 }
@@ -242,6 +247,9 @@ func (k *Core) Schedule(spec AffinityGroupSpec) (Decision, error) {
 }
 
 func (k *Core) schedulePending(g *AffinityGroup) (Decision, error) {
+	if reason := k.overLimit(g); reason != "" {
+		return Decision{Kind: Wait, Group: g.spec.Name, State: g.state, Reason: reason, OverLimit: true}, nil
+	}
 	s := &k.srch
 	for attempt := 0; attempt < 2; attempt++ {
 		s.reset(g)

@@ -17,6 +17,8 @@ func (k *Core) setAGState(g *AffinityGroup, ev AGEvent) error {
 		g.vc.agCount[g.state]--
 		g.vc.agCount[next]++
 	}
+	k.trackUsage(g, g.state, next)
+	k.trackSequence(g, g.state, next)
 	g.state = next
 	k.trace(g, ev)
 	return nil

@@ -17,8 +17,14 @@ const (
 // AffinityGroupSpec is a gang request: all pods are placed at once, inside one
 // cell of a chain where they fit with the best affinity.
 type AffinityGroupSpec struct {
-	Name                 string
-	VirtualCluster       string
+	Name           string
+	VirtualCluster string
+	// Namespace the group's pods are in: the VC's limits for it apply
+	// (empty: none do).
+	Namespace string
+	// SpreadKey: groups of a Spread VC that share it go to different nodes
+	// as far as the VC's cells allow.
+	SpreadKey            string
 	Priority             int32
 	LeafCellType         string // optional: only chains of this leaf type
 	PinnedCellID         string // optional: only this pinned cell of the VC
@@ -33,7 +39,7 @@ type AffinityGroupMember struct {
 }
 
 func (s *AffinityGroupSpec) equal(o *AffinityGroupSpec) bool {
-	if s.Name != o.Name || s.VirtualCluster != o.VirtualCluster || s.Priority != o.Priority ||
+	if s.Name != o.Name || s.VirtualCluster != o.VirtualCluster || s.Namespace != o.Namespace || s.SpreadKey != o.SpreadKey || s.Priority != o.Priority ||
 		s.LeafCellType != o.LeafCellType || s.PinnedCellID != o.PinnedCellID ||
 		s.LazyPreemptionEnable != o.LazyPreemptionEnable || len(s.Members) != len(o.Members) {
 		return false
@@ -109,6 +115,9 @@ func (k *Core) validateSpec(s *AffinityGroupSpec) error {
 	vc := k.vcs[s.VirtualCluster]
 	if vc == nil {
 		return fmt.Errorf("affinity group %q: unknown virtual cluster %q", s.Name, s.VirtualCluster)
+	}
+	if err := k.checkStaticLimits(s, vc, int64(total)); err != nil {
+		return err
 	}
 	if s.LeafCellType != "" && !k.leafTypes[s.LeafCellType] {
 		return fmt.Errorf("affinity group %q: unknown leaf cell type %q (known: %v)", s.Name, s.LeafCellType, k.sortedLeafTypes())

@@ -22,7 +22,35 @@ type guaranteeVerdict struct {
 	// schedulable free cells cannot all back now (hardware bad or not yet
 	// seen); the oracle then counts them as nothing, so it checks less.
 	unboundUncertain bool
-	why              string
+	// overLimit: the group's namespace is at its limit in the VC.
+	overLimit bool
+	why       string
+}
+
+// limitOracle recomputes from the groups, not from the core's counters,
+// whether placing g would take its namespace over a usage or concurrency
+// limit of its VC, and says which.
+func limitOracle(k *Core, vc *vcState, g *AffinityGroup) string {
+	l, ok := vc.limitsFor(g.spec.Namespace)
+	if !ok {
+		return ""
+	}
+	var groups, leaves int64
+	for _, o := range k.groups {
+		if o != g && o.spec.Name != g.spec.Name && o.spec.VirtualCluster == g.spec.VirtualCluster && o.spec.Namespace == g.spec.Namespace && holding(o.state) {
+			groups++
+			for _, sl := range o.slots {
+				leaves += int64(sl.leafCellNumber)
+			}
+		}
+	}
+	if l.MaxRunningGroups != nil && groups+1 > int64(*l.MaxRunningGroups) {
+		return fmt.Sprintf("maxRunningGroups %d, %d running", *l.MaxRunningGroups, groups)
+	}
+	if l.MaxLeafCells != nil && leaves+int64(g.totalLeaves()) > int64(*l.MaxLeafCells) {
+		return fmt.Sprintf("maxLeafCells %d, %d held", *l.MaxLeafCells, leaves)
+	}
+	return ""
 }
 
 func (k *Core) guaranteeFits(spec AffinityGroupSpec) guaranteeVerdict {
@@ -35,6 +63,13 @@ func (k *Core) guaranteeFits(spec AffinityGroupSpec) guaranteeVerdict {
 		return v
 	}
 	g := newGroup(spec, vc, 0)
+	if why := limitOracle(k, vc, g); why != "" {
+		// The VC's own limit for the namespace holds the group back: the
+		// guarantee is the VC's cells, the limit is the VC owner's choice.
+		v.overLimit = true
+		v.why = why
+		return v
+	}
 	pods := make([]int32, len(g.slots))
 	for i, s := range g.slots {
 		pods[i] = s.leafCellNumber

@@ -196,7 +196,7 @@ func (m *modelRun) requeueWaiting(step int) {
 func (m *modelRun) randomSpec() AffinityGroupSpec {
 	m.next++
 	vcs := m.vcNames()
-	s := AffinityGroupSpec{Name: fmt.Sprintf("g%d", m.next), VirtualCluster: m.pick(vcs)}
+	s := AffinityGroupSpec{Name: fmt.Sprintf("g%d", m.next), VirtualCluster: m.pick(vcs), Namespace: m.pick([]string{"ns-a", "ns-b", "ns-c"})}
 	switch p := m.r.Intn(10); {
 	case p < 3:
 		s.Priority = -1
@@ -246,6 +246,12 @@ func (m *modelRun) onDecision(s AffinityGroupSpec, d Decision) {
 		// The guarantee: a group that fits its VC's cells never waits.
 		v := m.k.guaranteeFits(s)
 		m.stats["liveness-wait-checked"]++
+		if d.OverLimit != v.overLimit {
+			t.Fatalf("limits: %s (namespace %s, VC %s) decision says over its limit %v, the oracle %v (%s): %s", s.Name, s.Namespace, s.VirtualCluster, d.OverLimit, v.overLimit, v.why, d.Reason)
+		}
+		if v.overLimit {
+			m.stats["liveness-over-limit"]++
+		}
 		if v.fits {
 			t.Fatalf("guarantee broken: %s (priority %d, VC %s, members %+v, pinned %q) waits although it fits its VC: %s\nwait reason: %s",
 				s.Name, s.Priority, s.VirtualCluster, s.Members, s.PinnedCellID, v.why, d.Reason+m.k.explainPool(s))
@@ -505,10 +511,35 @@ func (m *modelRun) nodeDevices(n string) {
 	m.stats["node-devices"]++
 }
 
+// randomLimits draws namespace limits for a VC (often none): concurrency and
+// usage limits that make groups wait, static ones that refuse them.
+func (m *modelRun) randomLimits() map[string]NamespaceLimits {
+	if m.r.Intn(3) == 0 {
+		return nil
+	}
+	pick := func(vals ...int32) *int32 {
+		if m.r.Intn(2) == 0 {
+			return nil
+		}
+		v := vals[m.r.Intn(len(vals))]
+		return &v
+	}
+	out := map[string]NamespaceLimits{}
+	for _, ns := range []string{"ns-a", "ns-b", AllNamespaces} {
+		if m.r.Intn(2) == 0 {
+			out[ns] = NamespaceLimits{MaxLeafCells: pick(4, 8, 16, 24), MaxRunningGroups: pick(1, 2, 3), MaxGroupLeafCells: pick(8, 16), MaxPriority: pick(-1, 5, 10, 1000)}
+		}
+	}
+	return out
+}
+
 func (m *modelRun) resizeVC() {
 	n := m.pick(m.vcNames())
 	s := m.vcs[n]
-	ns := VirtualClusterSpec{Name: n, PinnedCells: s.PinnedCells}
+	ns := VirtualClusterSpec{Name: n, PinnedCells: s.PinnedCells, Sequencer: s.Sequencer, Selector: s.Selector, Limits: s.Limits}
+	if m.r.Intn(3) == 0 {
+		ns.Limits = m.randomLimits()
+	}
 	types := []string{"V100-RACK", "V100-NODE", "V100-SOCKET", "V100-SWITCH", "V100", "T4-NODE"}
 	for _, vcell := range s.VirtualCells {
 		c := vcell.CellNumber + int32(m.r.Intn(3)-1)

@@ -13,6 +13,49 @@ type VirtualClusterSpec struct {
 	Name         string            `json:"name"`
 	VirtualCells []VirtualCellSpec `json:"virtualCells,omitempty"`
 	PinnedCells  []PinnedCellSpec  `json:"pinnedCells,omitempty"`
+	// Sequencer orders the VC's pending groups of equal priority.
+	Sequencer Sequencer `json:"sequencer,omitempty"`
+	// Selector chooses among the placements the buddy allocation allows.
+	Selector Selector `json:"selector,omitempty"`
+	// Limits per namespace ("*": every namespace without its own entry).
+	Limits map[string]NamespaceLimits `json:"limits,omitempty"`
+}
+
+// Sequencer is a VC's queue order (seed 004's sequencers) among pending
+// groups of equal priority.
+type Sequencer string
+
+const (
+	// SequencerPriorityFIFO (the default, also ""): oldest first.
+	SequencerPriorityFIFO Sequencer = "PriorityFIFO"
+	// SequencerPriorityLIFO: newest first.
+	SequencerPriorityLIFO Sequencer = "PriorityLIFO"
+	// SequencerDRF: the namespace with the smallest dominant share of the
+	// VC first, FIFO inside a namespace.
+	SequencerDRF Sequencer = "DRF"
+)
+
+// Selector is a VC's placement policy (seed 004's agent selectors). Every
+// selector chooses only among placements the buddy allocation allows: it
+// never weakens sharing safety.
+type Selector string
+
+const (
+	// SelectorPack (the default, also ""): HiveD's packing.
+	SelectorPack Selector = "Pack"
+	// SelectorSpread: members of a group, and groups sharing a spread key,
+	// on different nodes, then different racks, as far as the cells allow.
+	SelectorSpread Selector = "Spread"
+	// SelectorRoundRobin: rotate among equally good cells.
+	SelectorRoundRobin Selector = "RoundRobin"
+)
+
+// NamespaceLimits bounds one namespace's use of a VC; nil is no bound.
+type NamespaceLimits struct {
+	MaxLeafCells      *int32 `json:"maxLeafCells,omitempty"`
+	MaxRunningGroups  *int32 `json:"maxRunningGroups,omitempty"`
+	MaxGroupLeafCells *int32 `json:"maxGroupLeafCells,omitempty"`
+	MaxPriority       *int32 `json:"maxPriority,omitempty"`
 }
 
 // VirtualCellSpec is CellNumber virtual cells of CellType, where CellType is a
@@ -34,6 +77,9 @@ type vcState struct {
 	pools   map[*chain]*pool // non-pinned cells by chain
 	pinned  []*pool
 	agCount [5]int // AGs by state
+	// leafTotal: the leaf cells of its virtual and pinned cells (DRF's
+	// denominator).
+	leafTotal int64
 }
 
 // leafCapacity is how many leaves the VC can ever give one group in a chain.
@@ -192,6 +238,9 @@ func (k *Core) setVC(spec VirtualClusterSpec) (VCChangeResult, error) {
 	if spec.Name == "" {
 		return res, fmt.Errorf("virtual cluster name is empty")
 	}
+	if err := validatePolicies(&spec); err != nil {
+		return res, err
+	}
 	// Resolve and validate everything first.
 	quota := map[*chain][]int32{}
 	for i, vcell := range spec.VirtualCells {
@@ -277,6 +326,18 @@ func (k *Core) setVC(spec VirtualClusterSpec) (VCChangeResult, error) {
 		k.vcs[spec.Name] = v
 	}
 	v.spec = spec
+	v.leafTotal = 0
+	for ch, q := range quota {
+		for l := 1; l <= ch.top; l++ {
+			v.leafTotal += int64(q[l]) * int64(ch.leafCount[l])
+		}
+	}
+	for _, pc := range spec.PinnedCells {
+		if c := k.pinned[pc.PinnedCellID]; c != nil {
+			v.leafTotal += int64(c.leafCount)
+		}
+	}
+	k.seqView.setVC(spec.Name, spec.Sequencer, v.leafTotal)
 	for _, ch := range k.chainOrder {
 		if !chains[ch] {
 			continue

@@ -210,6 +210,8 @@ type sortKey struct {
 	priority int64
 	created  time.Time
 	group    string
+	// Of hivesched's groups: the VC and namespace, for the VC's sequencer.
+	vc, namespace string
 }
 
 func (x *groupIndex) sortKey(pod *v1.Pod, res v1.ResourceName) sortKey {
@@ -220,7 +222,7 @@ func (x *groupIndex) sortKey(pod *v1.Pod, res v1.ResourceName) sortKey {
 		// A pod whose request is refused goes after every valid one: it
 		// is only retried to report its error again, and whatever priority
 		// it claims (an out-of-range one sorted first) is not its own.
-		return sortKey{priority: math.MinInt64, created: pod.CreationTimestamp.Time, group: pod.Namespace + "/" + pod.Name}
+		return sortKey{priority: math.MinInt32, created: pod.CreationTimestamp.Time, group: pod.Namespace + "/" + pod.Name}
 	}
 	if req == nil {
 		k := sortKey{created: pod.CreationTimestamp.Time, group: pod.Namespace + "/" + pod.Name}
@@ -229,7 +231,8 @@ func (x *groupIndex) sortKey(pod *v1.Pod, res v1.ResourceName) sortKey {
 		}
 		return k
 	}
-	k := sortKey{priority: int64(req.group.Priority), created: pod.CreationTimestamp.Time, group: req.group.Name}
+	k := sortKey{priority: int64(req.group.Priority), created: pod.CreationTimestamp.Time, group: req.group.Name,
+		vc: req.group.VirtualCluster, namespace: req.group.Namespace}
 	if g := x.groups[req.group.Name]; g != nil {
 		k.created = g.created
 	}

@@ -42,7 +42,8 @@ func newPlacementRecord(g cellcore.AffinityGroupSpec, pp cellcore.PodPlacement, 
 }
 
 func (r placementRecord) spec() cellcore.AffinityGroupSpec {
-	return cellcore.AffinityGroupSpec{Name: r.Group, VirtualCluster: r.VirtualCluster, Priority: r.Priority,
+	ns, _, _ := strings.Cut(r.Group, "/") // recovery trusts a record only for a group of its pod's namespace
+	return cellcore.AffinityGroupSpec{Name: r.Group, VirtualCluster: r.VirtualCluster, Namespace: ns, Priority: r.Priority,
 		LeafCellType: r.LeafCellType, PinnedCellID: r.PinnedCellID, LazyPreemptionEnable: r.LazyPreemptionEnable,
 		Members: r.Members}
 }

@@ -22,6 +22,7 @@ package hivesched
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,21 +298,35 @@ func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	return nil
 }
 
-// Less orders the queue: higher priority first (HiveD priority for hivesched
-// pods, pod priority for others), then the older group, then the group name,
-// so that the members of one group come out together.
+// Less orders the queue: each group's VC sequencer gives its key (the cell
+// core's SequenceKeyOf: higher priority first, then the sequencer's share
+// and age; pods that are not hivesched's by pod priority and age), then the
+// group name, so that the members of one group come out together. Every key
+// has the same shape, so the order is total and each VC's own order holds
+// inside it (docs/policies.md).
 func (p *HiveSched) Less(a, b fwk.QueuedPodInfo) bool {
-	ka, kb := p.groups.sortKey(a.GetPodInfo().GetPod(), p.resource), p.groups.sortKey(b.GetPodInfo().GetPod(), p.resource)
-	if ka.priority != kb.priority {
-		return ka.priority > kb.priority
-	}
-	if !ka.created.Equal(kb.created) {
-		return ka.created.Before(kb.created)
+	ka, kb := p.sequenceKey(a.GetPodInfo().GetPod()), p.sequenceKey(b.GetPodInfo().GetPod())
+	if ka.seq != kb.seq {
+		return cellcore.SequenceLess(ka.seq, kb.seq)
 	}
 	if ka.group != kb.group {
 		return ka.group < kb.group
 	}
 	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+type queueKey struct {
+	seq   cellcore.SequenceKey
+	group string
+}
+
+func (p *HiveSched) sequenceKey(pod *v1.Pod) queueKey {
+	k := p.groups.sortKey(pod, p.resource)
+	prio := int32(min(max(k.priority, math.MinInt32), math.MaxInt32))
+	if k.vc == "" {
+		return queueKey{seq: cellcore.SequenceKey{Priority: prio, Age: k.created.UnixNano()}, group: k.group}
+	}
+	return queueKey{seq: p.core.SequenceKeyOf(k.vc, k.namespace, prio, k.created), group: k.group}
 }
 
 // --- PreFilter, Filter, PostFilter ---

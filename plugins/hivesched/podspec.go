@@ -166,6 +166,8 @@ func parsePod(pod *v1.Pod, resourceName v1.ResourceName) (*podRequest, error) {
 			return nil, fmt.Errorf("annotation %s=%q is not an integer (-1 for opportunistic, 0..%d)", AnnotationPriority, s, cellcore.MaxPriority)
 		}
 		g.Priority = int32(p)
+	} else if pod.Spec.Priority != nil {
+		g.Priority = priorityFromClass(*pod.Spec.Priority)
 	}
 	g.LeafCellType = pod.Annotations[AnnotationLeafCellType]
 	g.PinnedCellID = pod.Annotations[AnnotationPinnedCell]
@@ -197,10 +199,21 @@ func parsePod(pod *v1.Pod, resourceName v1.ResourceName) (*podRequest, error) {
 		return nil, fmt.Errorf("label %s is empty", LabelAffinityGroup)
 	}
 	g.Name = pod.Namespace + "/" + name
+	g.Namespace = pod.Namespace
 	if err := checkRequest(r); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// priorityFromClass maps a pod's Kubernetes priority (spec.priority, from
+// its PriorityClass, which cluster admins gate with ResourceQuota scopes)
+// into hivesched's guaranteed range: values from 0 to 1000 as they are,
+// higher ones 1000, lower ones 0. Opportunistic (-1) is always asked for
+// explicitly: a PriorityClass below zero (often used for batch work that
+// should yield) is still guaranteed within its VC.
+func priorityFromClass(p int32) int32 {
+	return min(max(p, 0), cellcore.MaxPriority)
 }
 
 func parseMembers(s string, own int32) ([]cellcore.AffinityGroupMember, error) {
@@ -251,6 +264,7 @@ func parseHived(pod *v1.Pod, raw string, resourceName v1.ResourceName) (*podRequ
 	g.PinnedCellID = s.PinnedCellID
 	g.LazyPreemptionEnable = s.LazyPreemptionEnable
 	g.Name = pod.Namespace + "/" + g.Name
+	g.Namespace = pod.Namespace
 	if err := checkRequest(r); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/hivesched/hivesched/apis/config"
@@ -35,7 +36,7 @@ func TestParsePodNative(t *testing.T) {
 	r, err := parsePod(pod(map[string]string{LabelVirtualCluster: "vc1", LabelAffinityGroup: "job"},
 		map[string]string{AnnotationGroupMembers: "4", AnnotationPriority: "7", AnnotationLeafCellType: "V100", AnnotationLazyPreemption: "true"}, 8), gpu)
 	require.NoError(t, err)
-	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/job", VirtualCluster: "vc1", Priority: 7, LeafCellType: "V100", LazyPreemptionEnable: true,
+	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/job", Namespace: "ns", VirtualCluster: "vc1", Priority: 7, LeafCellType: "V100", LazyPreemptionEnable: true,
 		Members: []cellcore.AffinityGroupMember{{PodNumber: 4, LeafCellNumber: 8}}}, r.group)
 	require.Equal(t, int32(8), r.leafCellNumber)
 	require.Equal(t, 4, r.totalPods())
@@ -91,7 +92,7 @@ func TestParsePodHived(t *testing.T) {
 	r, err := parsePod(pod(nil, map[string]string{HivedSpecAnnotation: spec}, 0), gpu)
 	require.NoError(t, err)
 	require.True(t, r.hived)
-	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/g", VirtualCluster: "vc1", Priority: -1, LeafCellType: "K80",
+	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/g", Namespace: "ns", VirtualCluster: "vc1", Priority: -1, LeafCellType: "K80",
 		Members: []cellcore.AffinityGroupMember{{PodNumber: 3, LeafCellNumber: 2}}}, r.group)
 }
 
@@ -136,7 +137,7 @@ func TestParsePodHivedV2(t *testing.T) {
 	r, err := v2("version: v2\nvirtualCluster: VC1\npriority: 1000\ncellType: K80\ncellNumber: 1\npodRootGroup: null", 0)
 	require.NoError(t, err)
 	require.True(t, r.hived)
-	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/p0", VirtualCluster: "VC1", Priority: 1000, LeafCellType: "K80",
+	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/p0", Namespace: "ns", VirtualCluster: "VC1", Priority: 1000, LeafCellType: "K80",
 		Members: []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: 1}}}, r.group)
 	require.Equal(t, int32(1), r.leafCellNumber)
 
@@ -167,7 +168,7 @@ podRootGroup:
 `
 	r, err = v2(tree, 1)
 	require.NoError(t, err)
-	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/demo3/group_0", VirtualCluster: "vc3", LeafCellType: "K80", LazyPreemptionEnable: true,
+	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/demo3/group_0", Namespace: "ns", VirtualCluster: "vc3", LeafCellType: "K80", LazyPreemptionEnable: true,
 		Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 2}, {PodNumber: 1, LeafCellNumber: 1}}}, r.group)
 	require.Equal(t, 3, r.totalPods())
 
@@ -185,7 +186,7 @@ podRootGroup:
     - {podMinNumber: 1, cellsPerPod: {cellType: V100, cellNumber: 4}}
 `, 8)
 	require.NoError(t, err)
-	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/g", VirtualCluster: "vc1", LeafCellType: "V100",
+	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/g", Namespace: "ns", VirtualCluster: "vc1", LeafCellType: "V100",
 		Members: []cellcore.AffinityGroupMember{{PodNumber: 4, LeafCellNumber: 8}, {PodNumber: 1, LeafCellNumber: 4}}}, r.group)
 
 	member := func(extra string) string {
@@ -281,7 +282,7 @@ func TestNodeHealth(t *testing.T) {
 }
 
 func TestPlacementRecordRoundTrip(t *testing.T) {
-	g := cellcore.AffinityGroupSpec{Name: "ns/g", VirtualCluster: "vc", Priority: 3, Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 4}}}
+	g := cellcore.AffinityGroupSpec{Name: "ns/g", Namespace: "ns", VirtualCluster: "vc", Priority: 3, Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 4}}}
 	rec := newPlacementRecord(g, cellcore.PodPlacement{Node: "n1", LeafCellType: "V100", LeafCellIndices: []int32{4, 5, 6, 7}}, false)
 	back, err := decodePlacement(rec.encode())
 	require.NoError(t, err)
@@ -375,5 +376,29 @@ func TestParsePodBounds(t *testing.T) {
 			_, err := parsePod(tc.p, gpu)
 			require.ErrorContains(t, err, tc.want)
 		})
+	}
+}
+
+// A pod without hivesched.io/priority takes its PriorityClass's value,
+// bounded to the guaranteed range; the annotation wins.
+func TestPriorityFromPriorityClass(t *testing.T) {
+	pod := func(ann string, prio *int32) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{LabelVirtualCluster: "vc"}},
+			Spec: v1.PodSpec{Priority: prio, Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+				Requests: v1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}
+		if ann != "" {
+			p.Annotations = map[string]string{AnnotationPriority: ann}
+		}
+		return p
+	}
+	for _, c := range []struct {
+		ann  string
+		prio *int32
+		want int32
+	}{{"", nil, 0}, {"", ptr.To[int32](100), 100}, {"", ptr.To[int32](2000000000), 1000}, {"", ptr.To[int32](-5), 0}, {"7", ptr.To[int32](100), 7}, {"-1", ptr.To[int32](100), -1}} {
+		r, err := parsePod(pod(c.ann, c.prio), "nvidia.com/gpu")
+		require.NoError(t, err)
+		require.Equal(t, c.want, r.group.Priority, "%+v", c)
+		require.Equal(t, "ns", r.group.Namespace)
 	}
 }

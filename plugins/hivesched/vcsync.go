@@ -73,6 +73,15 @@ func coreVCSpec(vc *hv1.VirtualCluster) cellcore.VirtualClusterSpec {
 	for _, c := range vc.Spec.PinnedCells {
 		s.PinnedCells = append(s.PinnedCells, cellcore.PinnedCellSpec{PinnedCellID: c.PinnedCellID})
 	}
+	s.Sequencer = cellcore.Sequencer(vc.Spec.Sequencer)
+	s.Selector = cellcore.Selector(vc.Spec.Selector)
+	for _, l := range vc.Spec.Limits {
+		if s.Limits == nil {
+			s.Limits = map[string]cellcore.NamespaceLimits{}
+		}
+		s.Limits[l.Namespace] = cellcore.NamespaceLimits{MaxLeafCells: l.MaxLeafCells, MaxRunningGroups: l.MaxRunningGroups,
+			MaxGroupLeafCells: l.MaxGroupLeafCells, MaxPriority: l.MaxPriority}
+	}
 	return s
 }
 

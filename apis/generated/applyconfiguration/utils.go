@@ -36,6 +36,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &hiveschedv1alpha1.AffinityGroupCountsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CellTypeStatus"):
 		return &hiveschedv1alpha1.CellTypeStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NamespaceLimits"):
+		return &hiveschedv1alpha1.NamespaceLimitsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PinnedCellSpec"):
 		return &hiveschedv1alpha1.PinnedCellSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VirtualCellSpec"):

@@ -130,6 +130,93 @@ type VirtualClusterSpec struct {
 	// +kubebuilder:default=Active
 	// +kubebuilder:validation:Enum=Active;Draining;Stopped
 	State VirtualClusterState `json:"state,omitempty"`
+
+	// Sequencer orders the VC's pending affinity groups of equal priority
+	// (seed 004's sequencers): PriorityFIFO (the default: oldest first),
+	// PriorityLIFO (newest first) or DRF (the namespace with the smallest
+	// dominant share of the VC first, FIFO inside a namespace). Higher
+	// priority always goes first.
+	// +optional
+	// +kubebuilder:default=PriorityFIFO
+	// +kubebuilder:validation:Enum=PriorityFIFO;PriorityLIFO;DRF
+	Sequencer Sequencer `json:"sequencer,omitempty"`
+
+	// Selector chooses among the placements the buddy cell allocation
+	// allows (seed 004's agent selectors): Pack (the default: HiveD's
+	// packing into the busiest cells that fit), Spread (members of a group,
+	// and groups that share a hivesched.io/spread-key, on different nodes,
+	// then different racks, as far as the VC's cells allow) or RoundRobin
+	// (rotate among equally good cells).
+	// +optional
+	// +kubebuilder:default=Pack
+	// +kubebuilder:validation:Enum=Pack;Spread;RoundRobin
+	Selector Selector `json:"selector,omitempty"`
+
+	// Limits bound what each namespace may use of the VC (seed 004's
+	// validators). The entry with namespace "*" applies to every namespace
+	// that has no entry of its own. Without an entry a namespace is bounded
+	// only by the VC's cells and may use every priority.
+	// +optional
+	// +listType=map
+	// +listMapKey=namespace
+	Limits []NamespaceLimits `json:"limits,omitempty"`
+}
+
+// Sequencer is how a VC orders its pending affinity groups.
+type Sequencer string
+
+const (
+	SequencerPriorityFIFO Sequencer = "PriorityFIFO"
+	SequencerPriorityLIFO Sequencer = "PriorityLIFO"
+	SequencerDRF          Sequencer = "DRF"
+)
+
+// Selector is how a VC chooses among the placements the buddy allocation
+// allows.
+type Selector string
+
+const (
+	SelectorPack       Selector = "Pack"
+	SelectorSpread     Selector = "Spread"
+	SelectorRoundRobin Selector = "RoundRobin"
+)
+
+// NamespaceLimits bounds one namespace's use of a VC. An absent field is no
+// bound.
+type NamespaceLimits struct {
+	// Namespace the limits apply to, or "*" for every namespace without an
+	// entry of its own.
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+
+	// MaxLeafCells is the most leaf cells (e.g. GPUs) the namespace's
+	// affinity groups of this VC may hold at once (running, being
+	// preempted, or reserved while preempting). A group that would go over
+	// waits, with a reason naming the limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxLeafCells *int32 `json:"maxLeafCells,omitempty"`
+
+	// MaxRunningGroups is the most affinity groups of the namespace that may
+	// hold cells of this VC at once. A group that would go over waits.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxRunningGroups *int32 `json:"maxRunningGroups,omitempty"`
+
+	// MaxGroupLeafCells is the most leaf cells one affinity group of the
+	// namespace may ask for in all. A larger group is refused (an event on
+	// its pods).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxGroupLeafCells *int32 `json:"maxGroupLeafCells,omitempty"`
+
+	// MaxPriority is the highest priority (-1 opportunistic .. 1000) the
+	// namespace's groups may ask for in this VC. A group asking for more is
+	// refused (an event on its pods).
+	// +optional
+	// +kubebuilder:validation:Minimum=-1
+	// +kubebuilder:validation:Maximum=1000
+	MaxPriority *int32 `json:"maxPriority,omitempty"`
 }
 
 // VirtualCellSpec requests CellNumber cells of type CellType.

@@ -29,6 +29,9 @@ type VirtualClusterSpecApplyConfiguration struct {
 	PinnedCells       []PinnedCellSpecApplyConfiguration     `json:"pinnedCells,omitempty"`
 	AllowedNamespaces []string                               `json:"allowedNamespaces,omitempty"`
 	State             *hiveschedv1alpha1.VirtualClusterState `json:"state,omitempty"`
+	Sequencer         *hiveschedv1alpha1.Sequencer           `json:"sequencer,omitempty"`
+	Selector          *hiveschedv1alpha1.Selector            `json:"selector,omitempty"`
+	Limits            []NamespaceLimitsApplyConfiguration    `json:"limits,omitempty"`
 }
 
 // VirtualClusterSpecApplyConfiguration constructs a declarative configuration of the VirtualClusterSpec type for use with
@@ -78,5 +81,34 @@ func (b *VirtualClusterSpecApplyConfiguration) WithAllowedNamespaces(values ...s
 // If called multiple times, the State field is set to the value of the last call.
 func (b *VirtualClusterSpecApplyConfiguration) WithState(value hiveschedv1alpha1.VirtualClusterState) *VirtualClusterSpecApplyConfiguration {
 	b.State = &value
+	return b
+}
+
+// WithSequencer sets the Sequencer field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Sequencer field is set to the value of the last call.
+func (b *VirtualClusterSpecApplyConfiguration) WithSequencer(value hiveschedv1alpha1.Sequencer) *VirtualClusterSpecApplyConfiguration {
+	b.Sequencer = &value
+	return b
+}
+
+// WithSelector sets the Selector field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Selector field is set to the value of the last call.
+func (b *VirtualClusterSpecApplyConfiguration) WithSelector(value hiveschedv1alpha1.Selector) *VirtualClusterSpecApplyConfiguration {
+	b.Selector = &value
+	return b
+}
+
+// WithLimits adds the given value to the Limits field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Limits field.
+func (b *VirtualClusterSpecApplyConfiguration) WithLimits(values ...*NamespaceLimitsApplyConfiguration) *VirtualClusterSpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithLimits")
+		}
+		b.Limits = append(b.Limits, *values[i])
+	}
 	return b
 }
