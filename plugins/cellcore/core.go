@@ -25,10 +25,10 @@ type Core struct {
 	epoch            uint32
 	dirty            [][]*Cell // changed cells by level, flushed at the end of each operation
 	unbindCandidates []*Cell
-	remarkNodes      []*node // nodes whose leaf marks must be placed again (markNodeLeaves)
+	remarkNodes      []*node            // nodes whose leaf marks must be placed again (markNodeLeaves)
 	nsUse            map[nsKey]*nsUsage // what each namespace's groups hold of each VC (limits)
 	seqView          sequenceView       // the queue order's inputs, read without the lock
-	marking          bool    // markNodeLeaves is moving marks: do not queue again
+	marking          bool               // markNodeLeaves is moving marks: do not queue again
 	downgradedNow    []string
 	scratchCounts    []leafCounts
 	scratchLevels    [2][]int64
