@@ -562,8 +562,19 @@ func (k *Core) waitReason(g *AffinityGroup) string {
 // placeGuaranteed is the fast path: no preemption, the VC's bound cells
 // first, then a fresh binding, lowest affinity level first.
 func (k *Core) placeGuaranteed(g *AffinityGroup) (bestPlan, bool) {
+	if spreading(g) {
+		if plan, ok := k.placeSpread(g); ok {
+			return plan, true
+		}
+	}
 	s := &k.srch
 	s.preempt = false
+	s.rot = 0
+	if g.vc != nil && g.vc.spec.Selector == SelectorRoundRobin {
+		g.vc.rotation++
+		s.rot = g.vc.rotation
+	}
+	defer func() { s.rot = 0 }()
 	need := g.totalLeaves()
 	for _, ch := range k.candidateChains(&g.spec, g.vc) {
 		p := k.poolFor(g, ch)

@@ -210,6 +210,9 @@ func (m *modelRun) randomSpec() AffinityGroupSpec {
 		s.LeafCellType = "T4"
 	}
 	s.LazyPreemptionEnable = m.r.Intn(3) == 0
+	if m.r.Intn(3) == 0 {
+		s.SpreadKey = m.pick([]string{"web", "db"})
+	}
 	if s.VirtualCluster == "vc3" && s.Priority >= 0 && m.r.Intn(2) == 0 {
 		s.PinnedCellID = "pin-1"
 		s.LeafCellType = "V100"
@@ -540,6 +543,10 @@ func (m *modelRun) resizeVC() {
 	if m.r.Intn(3) == 0 {
 		ns.Limits = m.randomLimits()
 	}
+	if m.r.Intn(3) == 0 {
+		ns.Selector = []Selector{"", SelectorPack, SelectorSpread, SelectorRoundRobin}[m.r.Intn(4)]
+		ns.Sequencer = []Sequencer{"", SequencerPriorityFIFO, SequencerPriorityLIFO, SequencerDRF}[m.r.Intn(4)]
+	}
 	types := []string{"V100-RACK", "V100-NODE", "V100-SOCKET", "V100-SWITCH", "V100", "T4-NODE"}
 	for _, vcell := range s.VirtualCells {
 		c := vcell.CellNumber + int32(m.r.Intn(3)-1)
@@ -754,5 +761,6 @@ func TestModelRandomized(t *testing.T) {
 	t.Cleanup(func() {
 		livenessTotals.report(t)
 		t.Logf("preemption searches stopped at their floor (each checked against the full scan): %d", preemptFloorHits.Load())
+		t.Logf("placements spread by the Spread selector: %d", spreadPlaced.Load())
 	})
 }

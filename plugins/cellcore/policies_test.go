@@ -1,6 +1,7 @@
 package cellcore
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -139,4 +140,73 @@ func TestSequenceKeys(t *testing.T) {
 	require.Zero(t, k.SequenceKeyOf("drf", "heavy", 0, t0).Share)
 	require.Zero(t, k.SequenceKeyOf("fifo", "x", -1, t0).Share)
 	mustCheck(t, k)
+}
+
+func nodesOf(d Decision) []string {
+	var out []string
+	for _, p := range d.Pods {
+		out = append(out, p.Node)
+	}
+	return out
+}
+
+// Spread: a group's pods, and groups sharing a spread key, go to different
+// nodes, then different racks, as far as the VC's cells allow; beyond that
+// they are packed.
+func TestSelectorSpread(t *testing.T) {
+	k := newHealthyCore(t, clusterConfig(2, 2, 0)) // racks r0, r1 of 2 nodes
+	spread := vcSpec("inf", "V100-NODE", 3)
+	spread.Selector = SelectorSpread
+	_, err := k.SetVirtualCluster(spread)
+	require.NoError(t, err)
+	_, err = k.SetVirtualCluster(vcSpec("train", "V100-NODE", 1))
+	require.NoError(t, err)
+	// Two replicas of one group: two nodes in two racks.
+	d := vcPlace(t, k, ag("replicas", "inf", 0, 2, 1))
+	n := nodesOf(d)
+	require.NotEqual(t, n[0], n[1])
+	require.NotEqual(t, n[0][:2], n[1][:2], "different racks: %v", n)
+	// A group sharing a spread key with another lands on a third node.
+	a := ag("web-a", "inf", 0, 1, 1)
+	a.SpreadKey = "web"
+	b := ag("web-b", "inf", 0, 1, 1)
+	b.SpreadKey = "web"
+	da := vcPlace(t, k, a)
+	db := vcPlace(t, k, b)
+	require.NotEqual(t, nodesOf(da)[0], nodesOf(db)[0])
+	mustCheck(t, k)
+	// Four replicas in a VC of three nodes: spread over all three, one
+	// shared.
+	d = vcPlace(t, k, ag("four", "inf", 0, 4, 1))
+	seen := map[string]bool{}
+	for _, x := range nodesOf(d) {
+		seen[x] = true
+	}
+	require.Len(t, seen, 3)
+	// The Pack VC packs the same shape on one node.
+	d = vcPlace(t, k, ag("packed", "train", 0, 2, 1))
+	require.Equal(t, nodesOf(d)[0], nodesOf(d)[1])
+	mustCheck(t, k)
+}
+
+// RoundRobin: successive groups of equal shape start at rotating cells
+// among equally good ones; Pack keeps taking the first.
+func TestSelectorRoundRobin(t *testing.T) {
+	place := func(sel Selector) map[string]int {
+		k := newHealthyCore(t, clusterConfig(1, 4, 0))
+		spec := vcSpec("a", "V100-RACK", 1)
+		spec.Selector = sel
+		_, err := k.SetVirtualCluster(spec)
+		require.NoError(t, err)
+		used := map[string]int{}
+		for i := 0; i < 4; i++ {
+			d := vcPlace(t, k, ag(fmt.Sprintf("g%d", i), "a", 0, 1, 8))
+			used[nodesOf(d)[0]]++
+			deleteAllPods(t, k, d.Group)
+			mustCheck(t, k)
+		}
+		return used
+	}
+	require.Len(t, place(SelectorPack), 1, "packing reuses the first node")
+	require.Greater(t, len(place(SelectorRoundRobin)), 1, "round robin rotates")
 }

@@ -25,6 +25,20 @@ type search struct {
 	assign       []int
 	// binding made by a spanning search, undone if the plan is dropped
 	bound []*Cell
+	// rot: RoundRobin's rotation among equally good cells (0: packing's
+	// first choice).
+	rot int
+	// Spread's scratch lists, reused.
+	spreadBase, spreadScratch spreadAvoid
+}
+
+// rotated is i's rank when a choice among n equally good cells starts at
+// the rotation.
+func (s *search) rotated(i, n int) int {
+	if s.rot == 0 || n == 0 {
+		return i
+	}
+	return (i - s.rot%n + n) % n
 }
 
 func (s *search) reset(g *AffinityGroup) {
@@ -196,7 +210,7 @@ func (s *search) placeIn(c *Cell) bool {
 		need := g.slots[slot].leafCellNumber
 		best := -1
 		for i, a := range s.avail {
-			if a >= need && (best < 0 || a < s.avail[best]) {
+			if a >= need && (best < 0 || a < s.avail[best] || (a == s.avail[best] && s.rotated(i, len(s.avail)) < s.rotated(best, len(s.avail)))) {
 				best = i
 			}
 		}
@@ -324,8 +338,10 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 	var tried uint64
 	for {
 		best := -1
+		n := len(x.children)
 		for i, ch := range x.children {
-			if tried&(1<<uint(i)) == 0 && freeAt(ch, l) >= need && (best < 0 || ch.freeLeaves < x.children[best].freeLeaves) {
+			if tried&(1<<uint(i)) == 0 && freeAt(ch, l) >= need && (best < 0 || ch.freeLeaves < x.children[best].freeLeaves ||
+				(ch.freeLeaves == x.children[best].freeLeaves && s.rotated(i, n) < s.rotated(best, n))) {
 				best = i
 			}
 		}
@@ -344,7 +360,11 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 func (s *search) inRoots(b *bucketSet, l int, need int32) bool {
 	for key := b.next(need); key >= 0; key = b.next(key + 1) {
 		bk := b.buckets[key]
-		for i := 0; i < len(bk); i++ {
+		for j := 0; j < len(bk); j++ {
+			i := j
+			if s.rot != 0 {
+				i = (j + s.rot) % len(bk)
+			}
 			r := bk[i]
 			if int(r.level) >= l && freeAt(r, l) >= need && s.descend(r, l, need) {
 				return true

@@ -80,6 +80,9 @@ type vcState struct {
 	// leafTotal: the leaf cells of its virtual and pinned cells (DRF's
 	// denominator).
 	leafTotal int64
+	// rotation: RoundRobin's start among equally good cells, advanced at
+	// every placement.
+	rotation int
 }
 
 // leafCapacity is how many leaves the VC can ever give one group in a chain.

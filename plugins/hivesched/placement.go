@@ -31,6 +31,7 @@ type placementRecord struct {
 	PodLeafCellType      string                         `json:"podLeafCellType,omitempty"`
 	LeafCellIndices      []int32                        `json:"leafCellIndices"`
 	Downgraded           bool                           `json:"downgraded,omitempty"`
+	SpreadKey            string                         `json:"spreadKey,omitempty"`
 }
 
 func newPlacementRecord(g cellcore.AffinityGroupSpec, pp cellcore.PodPlacement, downgraded bool) placementRecord {
@@ -38,6 +39,7 @@ func newPlacementRecord(g cellcore.AffinityGroupSpec, pp cellcore.PodPlacement, 
 		Group: g.Name, VirtualCluster: g.VirtualCluster, Priority: g.Priority, LeafCellType: g.LeafCellType,
 		PinnedCellID: g.PinnedCellID, LazyPreemptionEnable: g.LazyPreemptionEnable, Members: g.Members,
 		Node: pp.Node, PodLeafCellType: pp.LeafCellType, LeafCellIndices: pp.LeafCellIndices, Downgraded: downgraded,
+		SpreadKey: g.SpreadKey,
 	}
 }
 
@@ -45,7 +47,7 @@ func (r placementRecord) spec() cellcore.AffinityGroupSpec {
 	ns, _, _ := strings.Cut(r.Group, "/") // recovery trusts a record only for a group of its pod's namespace
 	return cellcore.AffinityGroupSpec{Name: r.Group, VirtualCluster: r.VirtualCluster, Namespace: ns, Priority: r.Priority,
 		LeafCellType: r.LeafCellType, PinnedCellID: r.PinnedCellID, LazyPreemptionEnable: r.LazyPreemptionEnable,
-		Members: r.Members}
+		Members: r.Members, SpreadKey: r.SpreadKey}
 }
 
 func (r placementRecord) encode() string {

@@ -47,6 +47,11 @@ const (
 	// AnnotationLazyPreemption ("true") lets the gang be downgraded to
 	// opportunistic instead of being killed when preempted.
 	AnnotationLazyPreemption = "hivesched.io/lazy-preemption"
+	// LabelSpreadKey: in a VC whose selector is Spread, groups with the same
+	// value go to different nodes (then racks) as far as the VC's cells
+	// allow, like a group's own pods (inference replicas that must not
+	// share a failure domain).
+	LabelSpreadKey = "hivesched.io/spread-key"
 
 	// AnnotationPlacement is written at bind: the group and this pod's cells,
 	// which a restarted scheduler recovers its state from.
@@ -200,6 +205,7 @@ func parsePod(pod *v1.Pod, resourceName v1.ResourceName) (*podRequest, error) {
 	}
 	g.Name = pod.Namespace + "/" + name
 	g.Namespace = pod.Namespace
+	g.SpreadKey = pod.Labels[LabelSpreadKey]
 	if err := checkRequest(r); err != nil {
 		return nil, err
 	}
@@ -265,6 +271,7 @@ func parseHived(pod *v1.Pod, raw string, resourceName v1.ResourceName) (*podRequ
 	g.LazyPreemptionEnable = s.LazyPreemptionEnable
 	g.Name = pod.Namespace + "/" + g.Name
 	g.Namespace = pod.Namespace
+	g.SpreadKey = pod.Labels[LabelSpreadKey]
 	if err := checkRequest(r); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,190 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	"github.com/hivesched/hivesched/plugins/hivesched"
+)
+
+// createPolicyVC creates a VC of n V100 nodes open to every namespace, with
+// the policies set.
+func (c *cluster) createPolicyVC(t *testing.T, name string, nodes int32, set func(*hv1.VirtualClusterSpec)) {
+	vc := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: hv1.VirtualClusterSpec{AllowedNamespaces: []string{"*"},
+		VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-NODE", CellNumber: nodes}}}}
+	set(&vc.Spec)
+	_, err := c.vc.HiveschedV1alpha1().VirtualClusters().Create(t.Context(), vc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.vc.HiveschedV1alpha1().VirtualClusters().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+}
+
+// job is a one-pod group of gpus GPUs.
+func job(ns, name, vc string, gpus int64) []*v1.Pod {
+	p := gangPods(ns, name, vc, 0, 1, gpus)
+	delete(p[0].Annotations, hivesched.AnnotationPriority)
+	return p
+}
+
+// firstBound waits until one of the pods is bound and returns it; the rest
+// must stay unbound (only one fits).
+func (c *cluster) firstBound(t *testing.T, pods ...*v1.Pod) string {
+	var bound []string
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		bound = bound[:0]
+		for _, p := range pods {
+			got, err := c.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err == nil && got.Spec.NodeName != "" {
+				bound = append(bound, p.Namespace+"/"+p.Name)
+			}
+		}
+		return len(bound) > 0, nil
+	})
+	require.NoError(t, err, "none bound: %s", c.describe(t, pods))
+	require.Len(t, bound, 1, "only one fits")
+	return bound[0]
+}
+
+// Per-VC policies on a real API server (issue 11): namespace limits and
+// priorities, each sequencer's order (a LIFO and a FIFO VC side by side in
+// the one queue, DRF across namespaces), and the Spread selector.
+func TestPolicies(t *testing.T) {
+	c := startCluster(t)
+	const prefix = "pol"
+	c.createNodes(t, prefix, 4, 2, 0)
+	for _, ns := range []string{"pol-a", "pol-b", "pol-c"} {
+		c.createNamespace(t, ns)
+	}
+	c.createPolicyVC(t, "pol-limits", 2, func(s *hv1.VirtualClusterSpec) {
+		s.Limits = []hv1.NamespaceLimits{{Namespace: "pol-a", MaxRunningGroups: ptr.To[int32](1), MaxPriority: ptr.To[int32](50)}}
+	})
+	c.createPolicyVC(t, "pol-lifo", 1, func(s *hv1.VirtualClusterSpec) { s.Sequencer = hv1.SequencerPriorityLIFO })
+	c.createPolicyVC(t, "pol-fifo", 1, func(s *hv1.VirtualClusterSpec) {})
+	c.createPolicyVC(t, "pol-drf", 2, func(s *hv1.VirtualClusterSpec) { s.Sequencer = hv1.SequencerDRF })
+	c.createPolicyVC(t, "pol-spread", 2, func(s *hv1.VirtualClusterSpec) { s.Selector = hv1.SelectorSpread })
+	c.startScheduler(t, physicalCluster(prefix, 4, 2, 0))
+
+	t.Run("limits", func(t *testing.T) {
+		// Priority above the namespace's maximum: explicit, or from the
+		// pod's PriorityClass value.
+		hi := gangPods("pol-a", "hi", "pol-limits", 60, 1, 1)
+		c.createPods(t, hi)
+		c.waitEvent(t, hi[0], "InvalidSchedulingSpec: affinity group \"pol-a/hi\": priority 60 is above the highest priority namespace pol-a may use in virtual cluster \"pol-limits\" (maxPriority 50)", 30*time.Second)
+		pc := job("pol-a", "pc", "pol-limits", 1)
+		pc[0].Spec.Priority = ptr.To[int32](100)
+		c.createPods(t, pc)
+		c.waitEvent(t, pc[0], "priority 100 is above the highest priority namespace pol-a may use", 30*time.Second)
+		// Another namespace has no limit.
+		other := gangPods("pol-b", "hi", "pol-limits", 60, 1, 1)
+		c.createPods(t, other)
+		c.waitBound(t, other, 30*time.Second)
+		// One running group at a time for pol-a.
+		g1, g2 := job("pol-a", "g1", "pol-limits", 1), job("pol-a", "g2", "pol-limits", 1)
+		c.createPods(t, g1)
+		c.waitBound(t, g1, 30*time.Second)
+		c.createPods(t, g2)
+		msg := c.failedScheduling(t, g2[0], "maxRunningGroups 1", 30*time.Second)
+		require.Contains(t, msg, "namespace pol-a already runs 1 affinity groups in virtual cluster \"pol-limits\"")
+		c.deletePods(t, g1)
+		c.waitBound(t, g2, 30*time.Second)
+	})
+
+	// Blocks each one-node VC with a running job, queues three jobs in each a
+	// second apart, lets them all fall out of backoff, frees the nodes, and
+	// says which jobs the one queue took, in turn, for each VC.
+	order := func(t *testing.T, vcs ...string) map[string][]string {
+		const ns = "pol-c"
+		waiting := map[string][]*v1.Pod{}
+		for _, vc := range vcs {
+			blocker := job(ns, vc+"-blocker", vc, 8)
+			c.createPods(t, blocker)
+			c.waitBound(t, blocker, 30*time.Second)
+		}
+		for i := 1; i <= 3; i++ {
+			for _, vc := range vcs {
+				j := job(ns, fmt.Sprintf("%s-j%d", vc, i), vc, 8)
+				c.createPods(t, j)
+				waiting[vc] = append(waiting[vc], j[0])
+			}
+			time.Sleep(1100 * time.Millisecond) // creation times are in seconds
+		}
+		for _, vc := range vcs {
+			for _, p := range waiting[vc] {
+				c.failedScheduling(t, p, "affinity group", 30*time.Second)
+			}
+			c.deletePods(t, job(ns, vc+"-blocker", vc, 8))
+		}
+		got := map[string][]string{}
+		for round := 0; round < 2; round++ {
+			time.Sleep(4 * time.Second) // every waiting pod out of backoff
+			var taken []*v1.Pod
+			for _, vc := range vcs {
+				first := c.firstBound(t, waiting[vc]...)
+				got[vc] = append(got[vc], strings.TrimPrefix(first, ns+"/"+vc+"-"))
+				for i, p := range waiting[vc] {
+					if p.Namespace+"/"+p.Name == first {
+						taken = append(taken, p)
+						waiting[vc] = append(waiting[vc][:i], waiting[vc][i+1:]...)
+						break
+					}
+				}
+			}
+			c.deletePods(t, taken)
+		}
+		for _, vc := range vcs {
+			c.deletePods(t, waiting[vc])
+		}
+		return got
+	}
+	t.Run("sequencers", func(t *testing.T) {
+		got := order(t, "pol-lifo", "pol-fifo")
+		require.Equal(t, []string{"j1-0", "j2-0"}, got["pol-fifo"], "FIFO: oldest first")
+		require.Equal(t, []string{"j3-0", "j2-0"}, got["pol-lifo"], "LIFO: newest first, in the same queue")
+	})
+
+	t.Run("DRF", func(t *testing.T) {
+		// pol-a holds half the VC, pol-c the other half (the blocker).
+		heavy := job("pol-a", "heavy", "pol-drf", 8)
+		blocker := job("pol-c", "drf-blocker", "pol-drf", 8)
+		c.createPods(t, heavy)
+		c.createPods(t, blocker)
+		c.waitBound(t, append(heavy, blocker...), 30*time.Second)
+		older := job("pol-a", "older", "pol-drf", 8)
+		c.createPods(t, older)
+		time.Sleep(1100 * time.Millisecond)
+		newer := job("pol-b", "newer", "pol-drf", 8)
+		c.createPods(t, newer)
+		c.failedScheduling(t, older[0], "affinity group", 30*time.Second)
+		c.failedScheduling(t, newer[0], "affinity group", 30*time.Second)
+		time.Sleep(3 * time.Second)
+		c.deletePods(t, blocker)
+		require.Equal(t, "pol-b/newer-0", c.firstBound(t, older[0], newer[0]), "the namespace using less of the VC goes first")
+	})
+
+	t.Run("Spread", func(t *testing.T) {
+		// Two replicas of one group never share a node.
+		rep := gangPods("pol-b", "replicas", "pol-spread", 0, 2, 1)
+		c.createPods(t, rep)
+		nodes := c.waitBound(t, rep, 30*time.Second)
+		require.NotEqual(t, nodes[0], nodes[1])
+		c.deletePods(t, rep)
+		// Nor two groups that share a spread key.
+		a, b := job("pol-b", "web-a", "pol-spread", 1), job("pol-b", "web-b", "pol-spread", 1)
+		a[0].Labels[hivesched.LabelSpreadKey] = "web"
+		b[0].Labels[hivesched.LabelSpreadKey] = "web"
+		c.createPods(t, a)
+		na := c.waitBound(t, a, 30*time.Second)
+		c.createPods(t, b)
+		nb := c.waitBound(t, b, 30*time.Second)
+		require.NotEqual(t, na[0], nb[0])
+	})
+}
