@@ -25,7 +25,9 @@ func (c *cluster) createPolicyVC(t *testing.T, name string, nodes int32, set fun
 	set(&vc.Spec)
 	_, err := c.vc.HiveschedV1alpha1().VirtualClusters().Create(t.Context(), vc, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.vc.HiveschedV1alpha1().VirtualClusters().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.vc.HiveschedV1alpha1().VirtualClusters().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 }
 
 // job is a one-pod group of gpus GPUs.
