@@ -111,12 +111,23 @@ show() {
 k delete pods -n vision --all --grace-period=0 --wait=false >/dev/null 2>&1 || true
 k delete pods -n speech --all --grace-period=0 --wait=false >/dev/null 2>&1 || true
 k uncordon gpu-a3 >/dev/null 2>&1 || true
+k patch vc vc-vision --type merge -p '{"spec":{"selector":"Pack"}}' >/dev/null 2>&1 || true
 sleep 2
 
 gang vision resnet vc-vision 0 2 8
 hived speech asr vc-speech 2 4
 running vision resnet 2 && running speech asr 2
 show "two tenants: vision's 2x8 gang runs inside its rack; speech's HiveD job (2x4, HiveD's annotation) shares one node"
+
+# Per-VC policies (docs/policies.md): vc-vision serves inference and wants
+# its replicas on different nodes; vc-speech keeps HiveD's packing.
+k patch vc vc-vision --type merge -p '{"spec":{"selector":"Spread"}}' >/dev/null
+gang vision serve vc-vision 0 2 1
+running vision serve 2
+show "vc-vision's selector is Spread: its 2 inference replicas (2x1) run on two nodes; vc-speech (Pack) put its 2x4 job on one node"
+k delete pods -n vision serve-0 serve-1 --grace-period=0 >/dev/null 2>&1
+gone vision serve
+k patch vc vc-vision --type merge -p '{"spec":{"selector":"Pack"}}' >/dev/null
 
 gang speech sweep vc-speech -1 2 8
 running speech sweep 2

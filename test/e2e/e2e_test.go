@@ -269,6 +269,19 @@ func TestLocalCluster(t *testing.T) {
 		require.NotEqual(t, "gpu-a0", nodes[0])
 	})
 
+	t.Run("a Spread VC spreads inference replicas, a Pack VC packs them", func(t *testing.T) {
+		e.kubectl(t, "patch", "vc", "vc-vision", "--type", "merge", "-p", `{"spec":{"selector":"Spread"}}`)
+		t.Cleanup(func() { e.kubectl(t, "patch", "vc", "vc-vision", "--type", "merge", "-p", `{"spec":{"selector":"Pack"}}`) })
+		spread := pods("vision", "serve", "vc-vision", 0, 2, 1, "hivesched")
+		e.create(t, spread)
+		nodes := e.waitRunning(t, spread, 60*time.Second)
+		require.NotEqual(t, nodes[0], nodes[1], "Spread: replicas on different nodes")
+		packed := pods("speech", "serve", "vc-speech", 0, 2, 1, "hivesched")
+		e.create(t, packed)
+		nodes = e.waitRunning(t, packed, 60*time.Second)
+		require.Equal(t, nodes[0], nodes[1], "Pack: replicas share a node")
+	})
+
 	t.Run("kubectl get vc shows usage", func(t *testing.T) {
 		g := pods("vision", "cols", "vc-vision", 0, 2, 4, "hivesched")
 		e.create(t, g)
