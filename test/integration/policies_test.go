@@ -62,18 +62,25 @@ func (c *cluster) firstBound(t *testing.T, pods ...*v1.Pod) string {
 func TestPolicies(t *testing.T) {
 	c := startCluster(t)
 	const prefix = "pol"
-	c.createNodes(t, prefix, 4, 2, 0)
+	c.createNodes(t, prefix, 5, 2, 0)
 	for _, ns := range []string{"pol-a", "pol-b", "pol-c"} {
 		c.createNamespace(t, ns)
 	}
 	c.createPolicyVC(t, "pol-limits", 2, func(s *hv1.VirtualClusterSpec) {
-		s.Limits = []hv1.NamespaceLimits{{Namespace: "pol-a", MaxRunningGroups: ptr.To[int32](1), MaxPriority: ptr.To[int32](50)}}
+		s.Limits = []hv1.NamespaceLimits{
+			{Namespace: "pol-a", MaxRunningGroups: ptr.To[int32](1), MaxPriority: ptr.To[int32](50)},
+			{Namespace: "pol-c", MaxLeafCells: ptr.To[int32](4), MaxGroupLeafCells: ptr.To[int32](2)},
+		}
 	})
 	c.createPolicyVC(t, "pol-lifo", 1, func(s *hv1.VirtualClusterSpec) { s.Sequencer = hv1.SequencerPriorityLIFO })
 	c.createPolicyVC(t, "pol-fifo", 1, func(s *hv1.VirtualClusterSpec) {})
 	c.createPolicyVC(t, "pol-drf", 2, func(s *hv1.VirtualClusterSpec) { s.Sequencer = hv1.SequencerDRF })
 	c.createPolicyVC(t, "pol-spread", 2, func(s *hv1.VirtualClusterSpec) { s.Selector = hv1.SelectorSpread })
-	c.startScheduler(t, physicalCluster(prefix, 4, 2, 0))
+	rr := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: "pol-rr"}, Spec: hv1.VirtualClusterSpec{AllowedNamespaces: []string{"*"},
+		VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-RACK", CellNumber: 1}}, Selector: hv1.SelectorRoundRobin}}
+	_, err := c.vc.HiveschedV1alpha1().VirtualClusters().Create(t.Context(), rr, metav1.CreateOptions{})
+	require.NoError(t, err)
+	c.startScheduler(t, physicalCluster(prefix, 5, 2, 0))
 
 	t.Run("limits", func(t *testing.T) {
 		// Priority above the namespace's maximum: explicit, or from the
@@ -98,6 +105,33 @@ func TestPolicies(t *testing.T) {
 		require.Contains(t, msg, "namespace pol-a already runs 1 affinity groups in virtual cluster \"pol-limits\"")
 		c.deletePods(t, g1)
 		c.waitBound(t, g2, 30*time.Second)
+		// pol-c: groups of 2 GPUs at most, 4 GPUs in all.
+		big := job("pol-c", "big", "pol-limits", 3)
+		c.createPods(t, big)
+		c.waitEvent(t, big[0], "asks for 3 leaf cells in all, more than one group of namespace pol-c may have in virtual cluster \"pol-limits\" (maxGroupLeafCells 2)", 30*time.Second)
+		c1, c2, c3 := job("pol-c", "c1", "pol-limits", 2), job("pol-c", "c2", "pol-limits", 2), job("pol-c", "c3", "pol-limits", 1)
+		c.createPods(t, append(c1, c2...))
+		c.waitBound(t, append(c1, c2...), 30*time.Second)
+		c.createPods(t, c3)
+		c.failedScheduling(t, c3[0], "namespace pol-c holds 4 leaf cells in virtual cluster \"pol-limits\" and the group needs 1 more, above its limit (maxLeafCells 4)", 30*time.Second)
+		c.deletePods(t, c1)
+		c.waitBound(t, c3, 30*time.Second)
+		c.deletePods(t, append(append(c2, c3...), g2...))
+	})
+
+	t.Run("RoundRobin", func(t *testing.T) {
+		// Packing would put each whole-node job on the same node of the
+		// VC's rack; RoundRobin rotates.
+		var nodes []string
+		for i := 0; i < 2; i++ {
+			j := job("pol-b", fmt.Sprintf("rr%d", i), "pol-rr", 8)
+			c.createPods(t, j)
+			nodes = append(nodes, c.waitBound(t, j, 30*time.Second)[0])
+			running := c.fresh(t, j)
+			c.deletePods(t, j)
+			c.waitGone(t, running, 30*time.Second)
+		}
+		require.NotEqual(t, nodes[0], nodes[1])
 	})
 
 	// Blocks each one-node VC with a running job, queues three jobs in each a
