@@ -271,7 +271,9 @@ func TestLocalCluster(t *testing.T) {
 
 	t.Run("a Spread VC spreads inference replicas, a Pack VC packs them", func(t *testing.T) {
 		e.kubectl(t, "patch", "vc", "vc-vision", "--type", "merge", "-p", `{"spec":{"selector":"Spread"}}`)
-		t.Cleanup(func() { e.kubectl(t, "patch", "vc", "vc-vision", "--type", "merge", "-p", `{"spec":{"selector":"Pack"}}`) })
+		t.Cleanup(func() {
+			e.kubectl(t, "patch", "vc", "vc-vision", "--type", "merge", "-p", `{"spec":{"selector":"Pack"}}`)
+		})
 		spread := pods("vision", "serve", "vc-vision", 0, 2, 1, "hivesched")
 		e.create(t, spread)
 		nodes := e.waitRunning(t, spread, 60*time.Second)

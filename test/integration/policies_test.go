@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
@@ -76,11 +77,12 @@ func TestPolicies(t *testing.T) {
 	c.createPolicyVC(t, "pol-fifo", 1, func(s *hv1.VirtualClusterSpec) {})
 	c.createPolicyVC(t, "pol-drf", 2, func(s *hv1.VirtualClusterSpec) { s.Sequencer = hv1.SequencerDRF })
 	c.createPolicyVC(t, "pol-spread", 2, func(s *hv1.VirtualClusterSpec) { s.Selector = hv1.SelectorSpread })
-	rr := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: "pol-rr"}, Spec: hv1.VirtualClusterSpec{AllowedNamespaces: []string{"*"},
-		VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-RACK", CellNumber: 1}}, Selector: hv1.SelectorRoundRobin}}
-	_, err := c.vc.HiveschedV1alpha1().VirtualClusters().Create(t.Context(), rr, metav1.CreateOptions{})
+	// A pinned node stays bound to its VC whatever runs on it: its sockets
+	// and switches are equally good cells for a 2-GPU job.
+	c.createPinnedVC(t, "pol-rr", []string{"*"}, []string{"pol-pin"})
+	_, err := c.vc.HiveschedV1alpha1().VirtualClusters().Patch(t.Context(), "pol-rr", types.MergePatchType, []byte(`{"spec":{"selector":"RoundRobin"}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
-	c.startScheduler(t, physicalCluster(prefix, 5, 2, 0))
+	c.startScheduler(t, withPinned(physicalCluster(prefix, 5, 2, 0), 4, 1, "pol-pin"))
 
 	t.Run("limits", func(t *testing.T) {
 		// Priority above the namespace's maximum: explicit, or from the
@@ -120,18 +122,20 @@ func TestPolicies(t *testing.T) {
 	})
 
 	t.Run("RoundRobin", func(t *testing.T) {
-		// Packing would put each whole-node job on the same node of the
-		// VC's rack; RoundRobin rotates.
-		var nodes []string
-		for i := 0; i < 2; i++ {
-			j := job("pol-b", fmt.Sprintf("rr%d", i), "pol-rr", 8)
+		// Packing puts each 2-GPU job on the same switch of the pinned
+		// node (devices 0,1); RoundRobin rotates among equally free ones.
+		seen := map[string]bool{}
+		for i := 0; i < 3; i++ {
+			j := job("pol-b", fmt.Sprintf("rr%d", i), "pol-rr", 2)
+			j[0].Annotations[hivesched.AnnotationPinnedCell] = "pol-pin"
 			c.createPods(t, j)
-			nodes = append(nodes, c.waitBound(t, j, 30*time.Second)[0])
+			c.waitBound(t, j, 30*time.Second)
 			running := c.fresh(t, j)
+			seen[running[0].Annotations[hivesched.AnnotationLeafCellIndices]] = true
 			c.deletePods(t, j)
 			c.waitGone(t, running, 30*time.Second)
 		}
-		require.NotEqual(t, nodes[0], nodes[1])
+		require.Greater(t, len(seen), 1, "device indices used: %v", seen)
 	})
 
 	// Blocks each one-node VC with a running job, queues three jobs in each a
