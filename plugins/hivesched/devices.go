@@ -257,12 +257,20 @@ func (p *HiveSched) foreignDevices(pod *v1.Pod, deleted bool) int32 {
 	if _, known := p.core.NodeHealthOf(pod.Spec.NodeName); !known {
 		return 0 // not a node of the physical cluster
 	}
-	if rec, err := p.trustedPlacement(pod); err == nil && p.core.PodAssigned(rec.Group, podKey(pod)) {
-		return 0
-	}
 	n, err := leafRequest(pod, p.resource)
 	if err != nil {
 		n = math.MaxInt32 // beyond any node: every device of it counts
+	}
+	if n == 0 {
+		return 0
+	}
+	// The core's own pods, cheapest check first: the group the pod was
+	// tracked in (no record to decode), then its signed record.
+	if g := p.groups.groupOf(pod); g != "" && p.core.PodAssigned(g, podKey(pod)) {
+		return 0
+	}
+	if rec, err := p.trustedPlacement(pod); err == nil && p.core.PodAssigned(rec.Group, podKey(pod)) {
+		return 0
 	}
 	return int32(n)
 }
