@@ -86,5 +86,6 @@ func TestVirtualClusterStatusZeroCountsAreSerialized(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"affinityGroups":{"pending":0,"preempting":0,"allocated":0,"beingPreempted":0},
 		"totalLeafCells":0,"usedLeafCells":0,"freeLeafCells":0,
-		"opportunisticGroups":0,"downgradedGroups":0,"opportunisticLeafCells":0}`, string(b))
+		"opportunisticGroups":0,"downgradedGroups":0,"opportunisticLeafCells":0,
+		"lostLeafCells":0,"foreignLeafCells":0}`, string(b))
 }
