@@ -38,10 +38,11 @@ case $HIVESCHED_REPLICAS in
   1 | 2) ;;
   *) die "HIVESCHED_REPLICAS must be 1 or 2, not '$HIVESCHED_REPLICAS'" ;;
 esac
-# kube-scheduler's defaults are 15 s, 10 s and 2 s: a standby would wait up
-# to 17 s. These make a takeover take about 5 s; on two busy cores a renewal
-# has 4 s to get through (a leader that cannot renew exits, and is restarted
-# by whoever runs it: test/chaos does).
+# kube-scheduler's defaults are 15 s, 10 s and 2 s: a standby takes over
+# 14-21 s after the leader dies (measured, docs/chaos.md). These make it
+# 4.4-8.4 s; on two busy cores a renewal still has 4 s to get through (a
+# leader that cannot renew exits, and is restarted by whoever runs it:
+# test/chaos does).
 LEASE_DURATION=${HIVESCHED_LEASE_DURATION:-5s}
 RENEW_DEADLINE=${HIVESCHED_RENEW_DEADLINE:-4s}
 RETRY_PERIOD=${HIVESCHED_RETRY_PERIOD:-1s}
