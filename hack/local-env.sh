@@ -15,6 +15,10 @@ LOCAL_DATA=$LOCAL_DIR/data
 LOCAL_TOOLS=$LOCAL_DIR/tools
 LOCAL_KUBECONFIG=$LOCAL_DIR/kubeconfig
 LOCAL_SCHED_CONFIG=$LOCAL_DIR/scheduler-config.yaml
+# The second scheduler replica's configuration (HIVESCHED_REPLICAS=2): the
+# first's with its own inspect API address (two processes cannot listen on
+# one port).
+LOCAL_SCHED2_CONFIG=$LOCAL_DIR/scheduler-2-config.yaml
 
 # etcd v3.6.4 is what k8s 1.34's client is tested with; kwok v0.7.0 is the
 # release known to resolve from the module proxy (shared/TOOLCHAIN.md).
@@ -26,10 +30,11 @@ ETCD_PEER_PORT=2380
 APISERVER_PORT=6443
 APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
 
-# Start order. Stopping walks it backwards: the scheduler and kwok first so
+# Start order. Stopping walks it backwards: the schedulers and kwok first so
 # they do not spin on a vanished API server, etcd last because a
-# kube-apiserver whose etcd is gone hangs on SIGTERM.
-COMPONENTS=(etcd kube-apiserver kwok scheduler)
+# kube-apiserver whose etcd is gone hangs on SIGTERM. scheduler-2 runs only
+# with HIVESCHED_REPLICAS=2 (two replicas under leader election).
+COMPONENTS=(etcd kube-apiserver kwok scheduler scheduler-2)
 
 # Builds share two cores with other work in the tree: stay polite.
 NICE=(nice -n 10)
