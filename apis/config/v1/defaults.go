@@ -23,6 +23,9 @@ const (
 	DefaultStatusUpdateIntervalSeconds int64 = 5
 	// DefaultVictimGracePeriodSeconds is the default VictimGracePeriodSeconds.
 	DefaultVictimGracePeriodSeconds int64 = 30
+	// DefaultMaxBindingPods is the default MaxBindingPods: two gangs of 8
+	// in flight, enough to keep a saturated API server busy (docs/perf.md).
+	DefaultMaxBindingPods int32 = 16
 	// DefaultInspectBindAddress is the default InspectBindAddress.
 	DefaultInspectBindAddress = "127.0.0.1:10262"
 	// DefaultLeafCellResourceName is the default LeafCellResourceName.
@@ -42,6 +45,10 @@ func SetDefaults_HiveSchedArgs(obj *HiveSchedArgs) { //nolint:revive,stylecheck 
 	if obj.VictimGracePeriodSeconds == nil {
 		v := DefaultVictimGracePeriodSeconds
 		obj.VictimGracePeriodSeconds = &v
+	}
+	if obj.MaxBindingPods == nil {
+		v := DefaultMaxBindingPods
+		obj.MaxBindingPods = &v
 	}
 	if obj.InspectBindAddress == nil {
 		v := DefaultInspectBindAddress
