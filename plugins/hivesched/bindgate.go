@@ -36,8 +36,19 @@ type bindGate struct {
 	inflight int                    // pods binding, or room held for members of admitted gangs
 	queue    []*gateTicket          // gangs waiting for room, in arrival order
 	tickets  map[string]*gateTicket // per group: its queued or admitted ticket with members to come
-	expected map[string]int         // per group: members Permit let go together
+	expected map[string]expectation // per group: members Permit let go together
 }
+
+// expectation is what Permit announced for a group: n members, at.
+type expectation struct {
+	n  int
+	at time.Time
+}
+
+// staleExpectation: an announcement no member took up in this long is
+// dropped (every member failed before Bind); members reach Bind right after
+// Permit, the wait at the gate comes after they took it up.
+const staleExpectation = time.Minute
 
 // gateTicket is one gang's turn at the gate.
 type gateTicket struct {
@@ -57,7 +68,7 @@ func newBindGate(limit int) *bindGate {
 		limit:        limit,
 		claimTimeout: time.Second,
 		tickets:      map[string]*gateTicket{},
-		expected:     map[string]int{},
+		expected:     map[string]expectation{},
 	}
 }
 
@@ -70,7 +81,16 @@ func (g *bindGate) expect(group string, n int) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.expected[group] = n
+	now := time.Now()
+	if len(g.expected) >= 256 {
+		// Bounded memory: forget the announcements nobody took up.
+		for k, e := range g.expected {
+			if now.Sub(e.at) > staleExpectation {
+				delete(g.expected, k)
+			}
+		}
+	}
+	g.expected[group] = expectation{n: n, at: now}
 }
 
 // forget drops what Permit announced for group (its members will not bind
@@ -93,7 +113,7 @@ func (g *bindGate) acquire(ctx context.Context, group string) error {
 	g.mu.Lock()
 	t := g.tickets[group]
 	if t == nil {
-		want := g.expected[group]
+		want := g.expected[group].n
 		delete(g.expected, group)
 		t = &gateTicket{group: group, want: max(want, 1), admitted: make(chan struct{})}
 		g.tickets[group] = t

@@ -3,6 +3,7 @@ package hivesched
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -205,4 +206,25 @@ func TestBindGateOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.release()
+}
+
+// Announcements nobody takes up (every member failed before Bind) are
+// dropped once they are stale, so the map stays bounded.
+func TestBindGateForgetsStaleExpectations(t *testing.T) {
+	g := newBindGate(8)
+	for i := 0; i < 300; i++ {
+		g.expect(fmt.Sprintf("old-%d", i), 8)
+	}
+	g.mu.Lock()
+	for k, e := range g.expected {
+		e.at = e.at.Add(-2 * staleExpectation)
+		g.expected[k] = e
+	}
+	g.mu.Unlock()
+	g.expect("new", 8)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.expected) != 1 || g.expected["new"].n != 8 {
+		t.Errorf("expected = %d entries (new: %+v), want only the new one", len(g.expected), g.expected["new"])
+	}
 }

@@ -675,8 +675,12 @@ func (p *HiveSched) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		}
 	})
 	// Announce to the bind gate how many members go now, before any of
-	// them can reach Bind: the first to get there asks room for all.
-	p.bindGate.expect(s.group, len(waiting)+1)
+	// them can reach Bind: the first to get there asks room for all. Only
+	// when HiveSched binds: otherwise nothing would take the announcement
+	// up.
+	if p.bindsFirst() {
+		p.bindGate.expect(s.group, len(waiting)+1)
+	}
 	for _, wp := range waiting {
 		wp.Allow(Name)
 	}
