@@ -23,9 +23,11 @@ import (
 // With the gate, the queue forms here, where it is ordered by gang, instead
 // of inside the API server, where it is not: a gang is admitted as a whole
 // when there is room for all its members, and its bindings go out together
-// into an API server that is never more than limit bindings deep, so they
-// finish together. A gang larger than the limit is admitted when nothing is
-// in flight.
+// into an API server that is never more than limit bindings deep. A flood
+// then waits here instead of stretching every gang's bindings over its
+// window; what is left is the API server's own latency variance at that
+// depth (docs/perf.md has the figures). A gang larger than the limit is
+// admitted when nothing is in flight.
 type bindGate struct {
 	limit int
 	// claimTimeout: the members of an admitted gang that have not come to
