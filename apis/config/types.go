@@ -45,6 +45,11 @@ type HiveSchedArgs struct {
 	// may set a year) would hold the preemptor's cells that long.
 	VictimGracePeriodSeconds int64
 
+	// MaxBindingPods is how many of HiveSched's pods may have their binding
+	// API call in flight at once; whole gangs are let through in arrival
+	// order (plugins/hivesched/bindgate.go). 0: no limit.
+	MaxBindingPods int32
+
 	// InspectBindAddress is where the read-only inspect API listens (plain
 	// HTTP, host:port); empty disables it.
 	InspectBindAddress string

@@ -15,8 +15,9 @@
 //	Reserve     records the member; Unreserve rolls a never-bound gang back (x1)
 //	Permit      waits until all members are reserved, then allows them together
 //	Bind        binds the pod with its placement annotations in one write
-//	            (persisted for recovery, ec); PreBind patches them instead
-//	            when another binder runs first
+//	            (persisted for recovery, ec), whole gangs at a time through
+//	            the bind gate; PreBind patches them instead when another
+//	            binder runs first
 package hivesched
 
 import (
@@ -75,6 +76,9 @@ type HiveSched struct {
 
 	bindOrder sync.Once // decides ownBind on first use
 	ownBind   bool      // HiveSched's Bind runs first: it writes the placement
+
+	// bindGate paces the binding calls by whole gangs (nil: no limit).
+	bindGate *bindGate
 }
 
 var (
@@ -128,6 +132,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		nonLeafTypes:  nonLeafCellTypes(args.PhysicalCluster),
 		statusKick:    make(chan struct{}, 1),
 		devices:       newDeviceInputs(),
+		bindGate:      newBindGate(int(args.MaxBindingPods)),
 	}
 	p.warnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.victimGrace = args.VictimGracePeriodSeconds
@@ -639,6 +644,7 @@ func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1
 		klog.FromContext(ctx).Info("not rolling back an affinity group: the API server has a member bound", "group", s.group, "bound", bound, "pod", klog.KObj(pod))
 		return
 	}
+	p.bindGate.forget(s.group)
 	if err := p.core.RollbackAffinityGroup(s.group); err == nil {
 		klog.FromContext(ctx).V(2).Info("rolled back affinity group", "group", s.group, "pod", klog.KObj(pod))
 		p.statusChanged()
@@ -679,11 +685,22 @@ func (p *HiveSched) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if ready < want {
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d more members of affinity group %s", want-ready, s.group)), p.permitTimeout
 	}
+	var waiting []framework.WaitingPod
 	p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
 		if p.groups.groupOf(wp.GetPod()) == s.group {
-			wp.Allow(Name)
+			waiting = append(waiting, wp)
 		}
 	})
+	// Announce to the bind gate how many members go now, before any of
+	// them can reach Bind: the first to get there asks room for all. Only
+	// when HiveSched binds: otherwise nothing would take the announcement
+	// up.
+	if p.bindsFirst() {
+		p.bindGate.expect(s.group, len(waiting)+1)
+	}
+	for _, wp := range waiting {
+		wp.Allow(Name)
+	}
 	return nil, 0
 }
 
@@ -715,6 +732,10 @@ func (p *HiveSched) placementAnnotations(s *cycleState, pod *v1.Pod) (map[string
 // instead of a patch and a bind. Pods that are not ours are left to the next
 // binder (DefaultBinder).
 //
+// The call waits for its gang's turn at the bind gate (maxBindingPods): the
+// members of a gang go out together into an API server that is not flooded
+// with the bindings of every gang released before, so they land together.
+//
 // The profile must list HiveSched under bind (manifests/scheduler does);
 // otherwise DefaultBinder binds first and PreBind writes the placement instead.
 func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
@@ -726,6 +747,10 @@ func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	if err := p.bindGate.acquire(ctx, s.group); err != nil {
+		return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: waiting for its gang's turn: %w", pod.Namespace, pod.Name, err))
+	}
+	defer p.bindGate.release()
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
 		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},

@@ -30,7 +30,8 @@ const gangLabel = "perf.hivesched.io/gang"
 const gangSizeLabel = "perf.hivesched.io/gang-size"
 
 // gangReport is what the gang check found in one workload; TestReport puts
-// it in the table. It is written as gangs-<workload>.json next to the data
+// it in the table. It is written as gangs-<workload>-<time>.json (one file
+// per run, -count runs each) next to the data
 // items.
 type gangReport struct {
 	Workload string `json:"workload"`
@@ -213,7 +214,9 @@ func writeGangReport(r gangReport) error {
 	if err != nil {
 		return err
 	}
-	name := "gangs-" + strings.NewReplacer("/", "_").Replace(r.Workload) + ".json"
+	// One file per run: the bind spread moves a lot from run to run, and
+	// the table shows the runs' range, not only the last one.
+	name := fmt.Sprintf("gangs-%s-%d.json", strings.NewReplacer("/", "_").Replace(r.Workload), time.Now().UnixNano())
 	return os.WriteFile(filepath.Join(f.Value.String(), name), raw, 0o644)
 }
 

@@ -126,6 +126,9 @@ func render(dir string) (string, error) {
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-prebind-%d.yaml", n)), schedulerConfig(n, false)); err != nil {
 			return "", err
 		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-ungated-%d.yaml", n)), withHiveArg(schedulerConfig(n, true), "maxBindingPods", 0)); err != nil {
+			return "", err
+		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-inspected-%d.yaml", n)), withInspectAPI(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}
@@ -253,10 +256,15 @@ const inspectAddress = "127.0.0.1:10298"
 
 // withInspectAPI turns HiveSched's inspect API on in a schedulerConfig.
 func withInspectAPI(cfg map[string]any) map[string]any {
+	return withHiveArg(cfg, "inspectBindAddress", inspectAddress)
+}
+
+// withHiveArg sets one of HiveSched's args in a schedulerConfig.
+func withHiveArg(cfg map[string]any, name string, value any) map[string]any {
 	profile := cfg["profiles"].([]any)[0].(map[string]any)
 	for _, pc := range profile["pluginConfig"].([]any) {
 		if pc.(map[string]any)["name"] == hivesched.Name {
-			pc.(map[string]any)["args"].(map[string]any)["inspectBindAddress"] = inspectAddress
+			pc.(map[string]any)["args"].(map[string]any)[name] = value
 		}
 	}
 	return cfg

@@ -1,10 +1,12 @@
 package perf
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -157,14 +159,16 @@ func readDataItems(file string, results map[string]*result) error {
 	return nil
 }
 
-// readGangReports reads the gangs-*.json files watchGangs wrote, keyed by
-// test case name (<Workload>_<n>Nodes_<Contender>).
-func readGangReports(dir string) (map[string]gangReport, error) {
+// readGangReports reads the gangs-*.json files watchGangs wrote (one per
+// run), keyed by test case name (<Workload>_<n>Nodes_<Contender>), in the
+// order the runs ended.
+func readGangReports(dir string) (map[string][]gangReport, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "gangs-*.json"))
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]gangReport{}
+	sort.Strings(files) // a case's files differ only in their time stamp
+	out := map[string][]gangReport{}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -175,13 +179,32 @@ func readGangReports(dir string) (map[string]gangReport, error) {
 			return nil, fmt.Errorf("%s: %v", f, err)
 		}
 		if parts := strings.Split(r.Workload, "/"); len(parts) >= 2 {
-			out[parts[1]] = r
+			out[parts[1]] = append(out[parts[1]], r)
 		}
 	}
 	return out, nil
 }
 
-func renderReport(results map[string]*result, gangs map[string]gangReport) string {
+// gangColumns renders the gang check of a case's runs: the counts of the
+// last run (every run was checked, and a partly bound gang fails it), and
+// the bind spread's p50 and p99 of the median run by p99, with the lowest
+// and highest p99 of the runs in brackets when there are several.
+func gangColumns(runs []gangReport) string {
+	if len(runs) == 0 {
+		return "- | -"
+	}
+	last := runs[len(runs)-1]
+	byP99 := slices.Clone(runs)
+	slices.SortFunc(byP99, func(a, b gangReport) int { return cmp.Compare(a.BindSpreadP99Ms, b.BindSpreadP99Ms) })
+	med := byP99[(len(byP99)-1)/2]
+	spread := fmt.Sprintf("%.0f / %.0f", med.BindSpreadP50Ms, med.BindSpreadP99Ms)
+	if len(runs) > 1 {
+		spread += fmt.Sprintf(" (%.0f-%.0f)", byP99[0].BindSpreadP99Ms, byP99[len(byP99)-1].BindSpreadP99Ms)
+	}
+	return fmt.Sprintf("%d / %d / %d | %s", last.Whole, last.Partial, last.Unbound, spread)
+}
+
+func renderReport(results map[string]*result, gangs map[string][]gangReport) string {
 	byWorkload := map[string][]*result{}
 	var workloads []string
 	for _, r := range results {
@@ -202,7 +225,7 @@ func renderReport(results map[string]*result, gangs map[string]gangReport) strin
 		return fmt.Sprintf("%.1f", v)
 	}
 	var b strings.Builder
-	b.WriteString("| workload | contender | runs | throughput avg (pods/s) | p50 | p90 | p99 | ours / contender (avg) | scheduling latency p50 / p90 / p99 (ms) | attempt p50 / p90 / p99 (ms) | gangs whole / partly bound / unbound | gang bind spread p50 / p99 (ms) |\n")
+	b.WriteString("| workload | contender | runs | throughput avg (pods/s) | p50 | p90 | p99 | ours / contender (avg) | scheduling latency p50 / p90 / p99 (ms) | attempt p50 / p90 / p99 (ms) | gangs whole / partly bound / unbound | gang bind spread p50 / p99 (ms), median run (p99 range) |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---|---|---|\n")
 	for _, w := range workloads {
 		rs := byWorkload[w]
@@ -224,10 +247,7 @@ func renderReport(results map[string]*result, gangs map[string]gangReport) strin
 			if r.contender != "HiveSched" && ours > 0 && m.throughput != nil && m.throughput["Average"] > 0 {
 				ratio = fmt.Sprintf("%.2f", ours/m.throughput["Average"])
 			}
-			gangCols := "- | -"
-			if g, ok := gangs[w+"_"+r.contender]; ok {
-				gangCols = fmt.Sprintf("%d / %d / %d | %.0f / %.0f", g.Whole, g.Partial, g.Unbound, g.BindSpreadP50Ms, g.BindSpreadP99Ms)
-			}
+			gangCols := gangColumns(gangs[w+"_"+r.contender])
 			fmt.Fprintf(&b, "| %s | %s | %d | %s%s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s |\n",
 				w, r.contender, len(r.runs),
 				f(m.throughput, "Average"), r.spread(), f(m.throughput, "Perc50"), f(m.throughput, "Perc90"), f(m.throughput, "Perc99"),
@@ -301,4 +321,25 @@ func renderCoreBench(file string) (string, error) {
 		b.WriteString("\n")
 	}
 	return b.String(), nil
+}
+
+func TestGangColumns(t *testing.T) {
+	run := func(p50, p99 float64, whole int) gangReport {
+		return gangReport{Gangs: 250, Whole: whole, BindSpreadP50Ms: p50, BindSpreadP99Ms: p99}
+	}
+	for _, tc := range []struct {
+		name string
+		runs []gangReport
+		want string
+	}{
+		{"no gang check", nil, "- | -"},
+		{"one run", []gangReport{run(7, 60, 250)}, "250 / 0 / 0 | 7 / 60"},
+		{"median run by p99, range of p99, last run's counts",
+			[]gangReport{run(20, 900, 250), run(5, 40, 250), run(9, 120, 249)},
+			"249 / 0 / 0 | 9 / 120 (40-900)"},
+	} {
+		if got := gangColumns(tc.runs); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
 }

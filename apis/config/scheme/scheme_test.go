@@ -107,6 +107,7 @@ profiles:
 		PermitWaitingTimeSeconds:    30,                // explicitly set
 		StatusUpdateIntervalSeconds: 5,                 // defaulted
 		VictimGracePeriodSeconds:    30,                // defaulted
+		MaxBindingPods:              64,                // defaulted
 		InspectBindAddress:          "127.0.0.1:10262", // defaulted
 		LeafCellResourceName:        "nvidia.com/gpu",
 	}
@@ -130,6 +131,7 @@ profiles:
 		PermitWaitingTimeSeconds:    60,
 		StatusUpdateIntervalSeconds: 5,
 		VictimGracePeriodSeconds:    30,
+		MaxBindingPods:              64,
 		InspectBindAddress:          "127.0.0.1:10262",
 		LeafCellResourceName:        "nvidia.com/gpu",
 	}, hiveSchedArgs(t, cfg, "hivesched"))

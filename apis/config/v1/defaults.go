@@ -23,6 +23,13 @@ const (
 	DefaultStatusUpdateIntervalSeconds int64 = 5
 	// DefaultVictimGracePeriodSeconds is the default VictimGracePeriodSeconds.
 	DefaultVictimGracePeriodSeconds int64 = 30
+	// DefaultMaxBindingPods is the default MaxBindingPods: above the
+	// bindings a busy API server has in flight in steady state (throughput
+	// times latency: 350 pods/s x 0.1-0.14 s in test/perf), so that it costs
+	// no throughput, and far below the floods it stops (1250 bindings in
+	// flight after a stall upstream). 16 cost a quarter of the throughput
+	// in test/perf (docs/perf.md).
+	DefaultMaxBindingPods int32 = 64
 	// DefaultInspectBindAddress is the default InspectBindAddress.
 	DefaultInspectBindAddress = "127.0.0.1:10262"
 	// DefaultLeafCellResourceName is the default LeafCellResourceName.
@@ -42,6 +49,10 @@ func SetDefaults_HiveSchedArgs(obj *HiveSchedArgs) { //nolint:revive,stylecheck 
 	if obj.VictimGracePeriodSeconds == nil {
 		v := DefaultVictimGracePeriodSeconds
 		obj.VictimGracePeriodSeconds = &v
+	}
+	if obj.MaxBindingPods == nil {
+		v := DefaultMaxBindingPods
+		obj.MaxBindingPods = &v
 	}
 	if obj.InspectBindAddress == nil {
 		v := DefaultInspectBindAddress

@@ -50,6 +50,16 @@ type HiveSchedArgs struct {
 	// +optional
 	VictimGracePeriodSeconds *int64 `json:"victimGracePeriodSeconds,omitempty"`
 
+	// MaxBindingPods is how many of HiveSched's pods may have their binding
+	// API call in flight at once. Whole gangs are let through, in the order
+	// they passed Permit, while their members fit (a gang larger than the
+	// limit goes alone): a gang's bindings then reach an API server that is
+	// not flooded, and its members are bound together instead of seconds
+	// apart. Defaults to 64; 0 means no limit (every pod binds as soon as
+	// Permit lets it go, as the framework does); at most 10000.
+	// +optional
+	MaxBindingPods *int32 `json:"maxBindingPods,omitempty"`
+
 	// InspectBindAddress is where the read-only inspect API listens (plain
 	// HTTP, host:port; apis/inspect/v1). Defaults to 127.0.0.1:10262: on
 	// the scheduler's own host only. Set "" to disable it, or ":10262" to

@@ -63,6 +63,11 @@ func (in *HiveSchedArgs) DeepCopyInto(out *HiveSchedArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.MaxBindingPods != nil {
+		in, out := &in.MaxBindingPods, &out.MaxBindingPods
+		*out = new(int32)
+		**out = **in
+	}
 	if in.InspectBindAddress != nil {
 		in, out := &in.InspectBindAddress, &out.InspectBindAddress
 		*out = new(string)

@@ -43,6 +43,10 @@ const (
 	MaxVictimGracePeriodSeconds int64 = 3600
 )
 
+// MaxMaxBindingPods bounds maxBindingPods: a limit above it is no limit in
+// practice, and 0 says that plainly.
+const MaxMaxBindingPods int32 = 10000
+
 // ValidateHiveSchedArgs validates the scalar fields of args and that a cell
 // model is present. path is the field path of args (may be nil).
 func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
@@ -62,6 +66,10 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 	if v := args.VictimGracePeriodSeconds; v < 0 || v > MaxVictimGracePeriodSeconds {
 		allErrs = append(allErrs, field.Invalid(path.Child("victimGracePeriodSeconds"),
 			v, fmt.Sprintf("must be from 0 to %d", MaxVictimGracePeriodSeconds)))
+	}
+	if v := args.MaxBindingPods; v < 0 || v > MaxMaxBindingPods {
+		allErrs = append(allErrs, field.Invalid(path.Child("maxBindingPods"),
+			v, fmt.Sprintf("must be from 0 (no limit) to %d", MaxMaxBindingPods)))
 	}
 	if a := args.InspectBindAddress; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {

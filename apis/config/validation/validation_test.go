@@ -86,6 +86,13 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 		},
 		{name: "victims deleted at once", mutate: func(a *config.HiveSchedArgs) { a.VictimGracePeriodSeconds = 0 }},
 		{name: "victim grace period at the cap", mutate: func(a *config.HiveSchedArgs) { a.VictimGracePeriodSeconds = 3600 }},
+		{name: "no binding limit", mutate: func(a *config.HiveSchedArgs) { a.MaxBindingPods = 0 }},
+		{name: "binding limit at the cap", mutate: func(a *config.HiveSchedArgs) { a.MaxBindingPods = 10000 }},
+		{
+			name:     "negative binding limit",
+			mutate:   func(a *config.HiveSchedArgs) { a.MaxBindingPods = -1 },
+			wantErrs: []string{"args.maxBindingPods: Invalid value: -1: must be from 0 (no limit) to 10000"},
+		},
 		{
 			name:     "victim grace period above the cap",
 			mutate:   func(a *config.HiveSchedArgs) { a.VictimGracePeriodSeconds = 3601 },
