@@ -63,6 +63,16 @@ func (r *vcRegistry) admits(vc, namespace string) string {
 	return fmt.Sprintf("namespace %q may not use virtual cluster %q (not in its spec.allowedNamespaces)", namespace, vc)
 }
 
+// object returns the VirtualCluster as last read, or nil.
+func (r *vcRegistry) object(vc string) *hv1.VirtualCluster {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.vcs[vc]; e != nil {
+		return e.obj
+	}
+	return nil
+}
+
 func coreVCSpec(vc *hv1.VirtualCluster) cellcore.VirtualClusterSpec {
 	s := cellcore.VirtualClusterSpec{Name: vc.Name}
 	for _, c := range vc.Spec.VirtualCells {

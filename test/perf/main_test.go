@@ -82,7 +82,7 @@ func TestMain(m *testing.M) {
 
 func BenchmarkPerfScheduling(b *testing.B) {
 	registry := frameworkruntime.Registry{
-		hivesched.Name:    withInspectPolling(withCRDs(hivesched.New, hiveCRD())),
+		hivesched.Name:    withInspectPolling(withCRDs(hivesched.New, hiveCRDs()...)),
 		coscheduling.Name: collectOnStop(withCRDs(coscheduling.New, podGroupCRD())),
 	}
 	schedperf.RunBenchmarkPerfScheduling(b, configFile, "hivesched", registry, schedperf.WithPrepareFn(watchGangs))
@@ -95,8 +95,9 @@ func repoRoot() string {
 	return filepath.Join(wd, "..", "..")
 }
 
-func hiveCRD() string {
-	return filepath.Join(repoRoot(), "manifests", "crds", "hivesched.io_virtualclusters.yaml")
+func hiveCRDs() []string {
+	return []string{filepath.Join(repoRoot(), "manifests", "crds", "hivesched.io_virtualclusters.yaml"),
+		filepath.Join(repoRoot(), "manifests", "crds", "hivesched.io_affinitygroups.yaml")}
 }
 
 // podGroupCRD is the PodGroup CRD shipped with the scheduler-plugins module

@@ -35,39 +35,47 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 			name: "empty args get all defaults",
 			in:   &HiveSchedArgs{},
 			want: &HiveSchedArgs{
-				PermitWaitingTimeSeconds:    ptr.To[int64](60),
-				StatusUpdateIntervalSeconds: ptr.To[int64](5),
-				VictimGracePeriodSeconds:    ptr.To[int64](30),
-				InspectBindAddress:          ptr.To("127.0.0.1:10262"),
-				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
+				PermitWaitingTimeSeconds:      ptr.To[int64](60),
+				StatusUpdateIntervalSeconds:   ptr.To[int64](5),
+				VictimGracePeriodSeconds:      ptr.To[int64](30),
+				InspectBindAddress:            ptr.To("127.0.0.1:10262"),
+				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
+				AffinityGroupStatus:           ptr.To(true),
+				AffinityGroupRetentionSeconds: ptr.To[int64](600),
 			},
 		},
 		{
 			name: "empty resource name is defaulted",
 			in:   &HiveSchedArgs{LeafCellResourceName: ptr.To("")},
 			want: &HiveSchedArgs{
-				PermitWaitingTimeSeconds:    ptr.To[int64](60),
-				StatusUpdateIntervalSeconds: ptr.To[int64](5),
-				VictimGracePeriodSeconds:    ptr.To[int64](30),
-				InspectBindAddress:          ptr.To("127.0.0.1:10262"),
-				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
+				PermitWaitingTimeSeconds:      ptr.To[int64](60),
+				StatusUpdateIntervalSeconds:   ptr.To[int64](5),
+				VictimGracePeriodSeconds:      ptr.To[int64](30),
+				InspectBindAddress:            ptr.To("127.0.0.1:10262"),
+				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
+				AffinityGroupStatus:           ptr.To(true),
+				AffinityGroupRetentionSeconds: ptr.To[int64](600),
 			},
 		},
 		{
 			name: "set values are kept, including zero",
 			in: &HiveSchedArgs{
-				PermitWaitingTimeSeconds:    ptr.To[int64](0),
-				StatusUpdateIntervalSeconds: ptr.To[int64](30),
-				VictimGracePeriodSeconds:    ptr.To[int64](0),
-				InspectBindAddress:          ptr.To(""),
-				LeafCellResourceName:        ptr.To("amd.com/gpu"),
+				PermitWaitingTimeSeconds:      ptr.To[int64](0),
+				StatusUpdateIntervalSeconds:   ptr.To[int64](30),
+				VictimGracePeriodSeconds:      ptr.To[int64](0),
+				InspectBindAddress:            ptr.To(""),
+				LeafCellResourceName:          ptr.To("amd.com/gpu"),
+				AffinityGroupStatus:           ptr.To(false),
+				AffinityGroupRetentionSeconds: ptr.To[int64](0),
 			},
 			want: &HiveSchedArgs{
-				PermitWaitingTimeSeconds:    ptr.To[int64](0),
-				StatusUpdateIntervalSeconds: ptr.To[int64](30),
-				VictimGracePeriodSeconds:    ptr.To[int64](0),
-				InspectBindAddress:          ptr.To(""),
-				LeafCellResourceName:        ptr.To("amd.com/gpu"),
+				PermitWaitingTimeSeconds:      ptr.To[int64](0),
+				StatusUpdateIntervalSeconds:   ptr.To[int64](30),
+				VictimGracePeriodSeconds:      ptr.To[int64](0),
+				InspectBindAddress:            ptr.To(""),
+				LeafCellResourceName:          ptr.To("amd.com/gpu"),
+				AffinityGroupStatus:           ptr.To(false),
+				AffinityGroupRetentionSeconds: ptr.To[int64](0),
 			},
 		},
 		{
@@ -79,11 +87,13 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				PhysicalCluster: PhysicalClusterSpec{
 					CellTypes: map[string]CellTypeSpec{"NODE": {ChildCellType: "GPU", ChildCellNumber: 4, IsNodeLevel: true}},
 				},
-				PermitWaitingTimeSeconds:    ptr.To[int64](60),
-				StatusUpdateIntervalSeconds: ptr.To[int64](5),
-				VictimGracePeriodSeconds:    ptr.To[int64](30),
-				InspectBindAddress:          ptr.To("127.0.0.1:10262"),
-				LeafCellResourceName:        ptr.To("nvidia.com/gpu"),
+				PermitWaitingTimeSeconds:      ptr.To[int64](60),
+				StatusUpdateIntervalSeconds:   ptr.To[int64](5),
+				VictimGracePeriodSeconds:      ptr.To[int64](30),
+				InspectBindAddress:            ptr.To("127.0.0.1:10262"),
+				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
+				AffinityGroupStatus:           ptr.To(true),
+				AffinityGroupRetentionSeconds: ptr.To[int64](600),
 			},
 		},
 	}
@@ -105,4 +115,6 @@ func TestSchemeDefaulting(t *testing.T) {
 	assert.Equal(t, DefaultPermitWaitingTimeSeconds, *args.PermitWaitingTimeSeconds)
 	assert.Equal(t, DefaultStatusUpdateIntervalSeconds, *args.StatusUpdateIntervalSeconds)
 	assert.Equal(t, DefaultLeafCellResourceName, *args.LeafCellResourceName)
+	assert.True(t, *args.AffinityGroupStatus)
+	assert.Equal(t, DefaultAffinityGroupRetentionSeconds, *args.AffinityGroupRetentionSeconds)
 }

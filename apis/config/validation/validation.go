@@ -41,6 +41,8 @@ const (
 	MaxStatusUpdateIntervalSeconds int64 = 86400
 	// MaxVictimGracePeriodSeconds: the preemptor waits at most an hour.
 	MaxVictimGracePeriodSeconds int64 = 3600
+	// MaxAffinityGroupRetentionSeconds: a finished group is kept at most 30 days.
+	MaxAffinityGroupRetentionSeconds int64 = 30 * 86400
 )
 
 // ValidateHiveSchedArgs validates the scalar fields of args and that a cell
@@ -62,6 +64,10 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 	if v := args.VictimGracePeriodSeconds; v < 0 || v > MaxVictimGracePeriodSeconds {
 		allErrs = append(allErrs, field.Invalid(path.Child("victimGracePeriodSeconds"),
 			v, fmt.Sprintf("must be from 0 to %d", MaxVictimGracePeriodSeconds)))
+	}
+	if v := args.AffinityGroupRetentionSeconds; v < 0 || v > MaxAffinityGroupRetentionSeconds {
+		allErrs = append(allErrs, field.Invalid(path.Child("affinityGroupRetentionSeconds"),
+			v, fmt.Sprintf("must be from 0 to %d", MaxAffinityGroupRetentionSeconds)))
 	}
 	if a := args.InspectBindAddress; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
