@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -741,7 +742,7 @@ func agStatusEqual(a, b hv1.AffinityGroupStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
 }
 
-func (p *HiveSched) onAG(obj interface{}, deleted bool) {
+func (p *HiveSched) onAG(logger klog.Logger, obj interface{}, deleted bool) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
@@ -750,4 +751,8 @@ func (p *HiveSched) onAG(obj interface{}, deleted bool) {
 		return
 	}
 	p.ags.object(ag, deleted)
+	if !deleted && ag.Labels[hv1.LabelManagedBy] != hv1.ManagedByHivesched {
+		// Pods that came before their explicit group are read again.
+		p.groupObjectChanged(logger, ag.Namespace, labels.SelectorFromSet(labels.Set{LabelAffinityGroup: ag.Name}))
+	}
 }

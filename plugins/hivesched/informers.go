@@ -74,11 +74,14 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 	})
 	agInf := vf.Hivesched().V1alpha1().AffinityGroups()
 	_, _ = agInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { p.onAG(obj, false) },
-		UpdateFunc: func(_, obj interface{}) { p.onAG(obj, false) },
-		DeleteFunc: func(obj interface{}) { p.onAG(obj, true) },
+		AddFunc:    func(obj interface{}) { p.onAG(logger, obj, false) },
+		UpdateFunc: func(_, obj interface{}) { p.onAG(logger, obj, false) },
+		DeleteFunc: func(obj interface{}) { p.onAG(logger, obj, true) },
 	})
 	p.agLister = agInf.Lister()
+	p.groups.mu.Lock()
+	p.groups.resolve = p.resolveGroup
+	p.groups.mu.Unlock()
 	vf.Start(ctx.Done())
 }
 

@@ -842,7 +842,7 @@ func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newO
 		return fwk.Queue, nil
 	}
 	// Parse without caching: the pod is gone from the index.
-	if req, err := parsePod(deleted, p.resource); err == nil && req != nil {
+	if req, err := p.parse(deleted); err == nil && req != nil {
 		return fwk.Queue, nil // its cells may be free now
 	}
 	return fwk.QueueSkip, nil

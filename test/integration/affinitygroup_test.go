@@ -221,3 +221,80 @@ func findCondition(cs []metav1.Condition, typ string) *metav1.Condition {
 	}
 	return nil
 }
+
+// explicitPods are pods of an explicit AffinityGroup: only the group label
+// and the GPU request.
+func explicitPods(ns, group string, n int, gpus int64) []*v1.Pod {
+	pods := gangPods(ns, group, "unused", 0, n, gpus)
+	for _, p := range pods {
+		p.Labels = map[string]string{hivesched.LabelAffinityGroup: group}
+		p.Annotations = nil
+	}
+	return pods
+}
+
+func (c *cluster) createAG(t *testing.T, ns, name, vc string, priority int32, members ...hv1.AffinityGroupMember) *hv1.AffinityGroup {
+	ag, err := c.vc.HiveschedV1alpha1().AffinityGroups(ns).Create(t.Context(), &hv1.AffinityGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       hv1.AffinityGroupSpec{VirtualCluster: vc, Priority: ptr.To(priority), Members: members},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return ag
+}
+
+// TestAffinityGroupExplicit (issue 10): a user creates the AffinityGroup
+// first and its pods carry only hivesched.io/affinity-group and their GPU
+// request; the group's spec (VC, priority, members) is the request. Pods
+// that come before their AffinityGroup wait for it.
+func TestAffinityGroupExplicit(t *testing.T) {
+	c := startCluster(t)
+	c.createNodes(t, "agx", 1, 2, 0)
+	c.createNamespace(t, "agx")
+	c.createVC(t, "agx-vc", []string{"agx"}, "V100-NODE", 2)
+	c.startScheduler(t, physicalCluster("agx", 1, 2, 0))
+
+	t.Run("group first, then its pods", func(t *testing.T) {
+		c.createAG(t, "agx", "exp", "agx-vc", 7, hv1.AffinityGroupMember{PodNumber: 1, LeafCellNumber: 8}, hv1.AffinityGroupMember{PodNumber: 2, LeafCellNumber: 4})
+		ag := c.waitAG(t, "agx", "exp", func(ag *hv1.AffinityGroup) bool { return ag.Status.Reason == "WaitingForMembers" })
+		require.Equal(t, hv1.AffinityGroupNew, ag.Status.Phase)
+		require.Equal(t, "0/3", ag.Status.MembersSummary)
+		require.Empty(t, ag.Labels[hv1.LabelManagedBy], "the user's object")
+
+		pods := append(explicitPods("agx", "exp", 1, 8), explicitPods("agx", "exp", 2, 4)...)
+		pods[1].Name, pods[2].Name = "exp-small-0", "exp-small-1"
+		c.createPods(t, pods)
+		c.waitBound(t, pods, 30*time.Second)
+		for _, p := range pods {
+			rec := c.getPod(t, p).Annotations[hivesched.AnnotationPlacement]
+			require.Contains(t, rec, `"group":"agx/exp"`)
+			require.Contains(t, rec, `"virtualCluster":"agx-vc"`)
+			require.Contains(t, rec, `"priority":7`)
+		}
+		ag = c.waitAG(t, "agx", "exp", phaseIs(hv1.AffinityGroupRunning))
+		require.Equal(t, "3/3", ag.Status.MembersSummary)
+		require.Len(t, ag.Status.Pods, 3)
+		c.waitVCStatus(t, "agx-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 16 })
+		c.deletePods(t, pods)
+		c.waitGone(t, pods, 20*time.Second)
+		c.waitVCStatus(t, "agx-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 0 })
+	})
+
+	t.Run("pods first: they wait for their AffinityGroup", func(t *testing.T) {
+		pods := explicitPods("agx", "late", 2, 8)
+		c.createPods(t, pods)
+		c.waitEvent(t, pods[0], "names no virtual cluster", 20*time.Second)
+		c.requireUnbound(t, pods, time.Second)
+		c.createAG(t, "agx", "late", "agx-vc", 0, hv1.AffinityGroupMember{PodNumber: 2, LeafCellNumber: 8})
+		c.waitBound(t, pods, 30*time.Second)
+		c.waitAG(t, "agx", "late", phaseIs(hv1.AffinityGroupRunning))
+		c.deletePods(t, pods)
+	})
+
+	t.Run("a pod whose size is not a member's is refused, saying so", func(t *testing.T) {
+		c.createAG(t, "agx", "odd", "agx-vc", 0, hv1.AffinityGroupMember{PodNumber: 1, LeafCellNumber: 8})
+		pods := explicitPods("agx", "odd", 1, 2)
+		c.createPods(t, pods)
+		c.waitEvent(t, pods[0], "has no member of that size", 20*time.Second)
+		c.deletePods(t, pods)
+	})
+}
