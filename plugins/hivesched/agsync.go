@@ -491,7 +491,7 @@ func (p *HiveSched) syncAG(ctx context.Context, logger klog.Logger, key string, 
 	// Seed 004's pending timeout: admitted, nothing bound, too long.
 	if e.phase == hv1.AffinityGroupAccepted && e.failReason == "" && obs.bound == 0 && !e.admitted.IsZero() {
 		if to := p.pendingTimeout(e); to > 0 && now.Sub(e.admitted) >= to {
-			e.fail("PendingTimeout", fmt.Sprintf("pending for longer than its pending timeout of %s (%s)", to, e.reason))
+			e.fail("PendingTimeout", fmt.Sprintf("pending for longer than its pending timeout of %s: %s", to, e.message))
 			timedOut = pods
 		}
 	}
@@ -513,7 +513,10 @@ func (p *HiveSched) syncAG(ctx context.Context, logger klog.Logger, key string, 
 		e.finished = now
 	}
 	expire := false
-	if terminalPhase(phase) && phase != hv1.AffinityGroupExpired && now.Sub(e.finished) >= p.agRetention {
+	// A group that timed out pending keeps refusing its pods until they
+	// are gone: it does not expire before.
+	keep := e.failReason == "PendingTimeout" && len(pods) > 0
+	if terminalPhase(phase) && phase != hv1.AffinityGroupExpired && now.Sub(e.finished) >= p.agRetention && !keep {
 		if to, err := NextPhase(key, phase, PhaseExpire); err == nil {
 			phase, expire = to, true
 		}

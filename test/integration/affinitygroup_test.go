@@ -298,3 +298,97 @@ func TestAffinityGroupExplicit(t *testing.T) {
 		c.deletePods(t, pods)
 	})
 }
+
+// TestPendingTimeout (issue 10, seed 004): a group pending longer than its
+// VC's spec.pendingTimeoutSeconds (or its AffinityGroup's override) goes
+// Failed with reason PendingTimeout; its pods get an event and are no
+// longer scheduled, even once cells come free; they are left to their owner
+// unless the VC says deletePodsOnPendingTimeout. New pods of the group
+// start a new attempt.
+func TestPendingTimeout(t *testing.T) {
+	c := startCluster(t)
+	c.createNodes(t, "pt", 1, 2, 0)
+	c.createNamespace(t, "pt")
+	c.createVC(t, "pt-keep", []string{"pt"}, "V100-NODE", 1)
+	c.createVC(t, "pt-del", []string{"pt"}, "V100-NODE", 1)
+	setTimeout := func(vc string, seconds int32, del bool) {
+		obj, err := c.vc.HiveschedV1alpha1().VirtualClusters().Get(t.Context(), vc, metav1.GetOptions{})
+		require.NoError(t, err)
+		obj.Spec.PendingTimeoutSeconds = ptr.To(seconds)
+		obj.Spec.DeletePodsOnPendingTimeout = del
+		_, err = c.vc.HiveschedV1alpha1().VirtualClusters().Update(t.Context(), obj, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	setTimeout("pt-keep", 2, false)
+	setTimeout("pt-del", 2, true)
+	c.startScheduler(t, physicalCluster("pt", 1, 2, 0))
+
+	// Each VC's node is held by a higher-priority group.
+	holdKeep := gangPods("pt", "hold-keep", "pt-keep", 9, 1, 8)
+	holdDel := gangPods("pt", "hold-del", "pt-del", 9, 1, 8)
+	c.createPods(t, append(holdKeep, holdDel...))
+	c.waitBound(t, append(holdKeep, holdDel...), 30*time.Second)
+
+	t.Run("left to their owner, never scheduled", func(t *testing.T) {
+		pods := gangPods("pt", "slow", "pt-keep", 1, 2, 4)
+		c.createPods(t, pods)
+		ag := c.waitAG(t, "pt", "slow", phaseIs(hv1.AffinityGroupFailed))
+		require.Equal(t, "PendingTimeout", ag.Status.Reason)
+		require.Contains(t, ag.Status.Message, "pending timeout of 2s")
+		require.Contains(t, ag.Status.Message, "pt/hold-keep", "and what it waited for")
+		require.NotNil(t, ag.Status.FinishedTime)
+		require.True(t, ag.Status.FinishedTime.Sub(ag.Status.AdmittedTime.Time) >= 2*time.Second)
+		c.waitEvent(t, pods[0], "pending longer than its pending timeout; its pods are no longer scheduled and are left to their owner", 20*time.Second)
+		c.waitEvent(t, pods[1], "pending timeout", 20*time.Second)
+
+		// Cells come free: the timed-out pods stay unscheduled, and the
+		// core does not hold the group any more.
+		c.deletePods(t, holdKeep)
+		c.waitGone(t, holdKeep, 20*time.Second)
+		c.waitVCStatus(t, "pt-keep", func(st hv1.VirtualClusterStatus) bool {
+			return st.UsedLeafCells == 0 && st.AffinityGroups.Pending == 0
+		})
+		c.requireUnbound(t, pods, 3*time.Second)
+		for _, p := range pods {
+			got := c.getPod(t, p)
+			require.Nil(t, got.DeletionTimestamp, "left to its owner")
+		}
+		c.failedScheduling(t, pods[0], "is Failed (PendingTimeout)", 20*time.Second)
+
+		// The owner replaces the pods: a new attempt, which fits now.
+		c.deletePods(t, pods)
+		c.waitGone(t, pods, 20*time.Second)
+		again := gangPods("pt", "slow", "pt-keep", 1, 2, 4)
+		c.createPods(t, again)
+		c.waitBound(t, again, 30*time.Second)
+		ag = c.waitAG(t, "pt", "slow", phaseIs(hv1.AffinityGroupRunning))
+		require.Empty(t, ag.Status.FinishedTime)
+		c.deletePods(t, again)
+	})
+
+	t.Run("deleted when the VC says so", func(t *testing.T) {
+		pods := gangPods("pt", "gone", "pt-del", 1, 1, 8)
+		c.createPods(t, pods)
+		ag := c.waitAG(t, "pt", "gone", phaseIs(hv1.AffinityGroupFailed))
+		require.Equal(t, "PendingTimeout", ag.Status.Reason)
+		c.waitGone(t, pods, 20*time.Second)
+		c.deletePods(t, holdDel)
+	})
+
+	t.Run("an AffinityGroup's own timeout overrides the VC's", func(t *testing.T) {
+		setTimeout("pt-del", 0, false) // no VC timeout any more
+		hold := gangPods("pt", "hold-none", "pt-del", 9, 1, 8)
+		c.createPods(t, hold)
+		c.waitBound(t, hold, 30*time.Second)
+		ag := c.createAG(t, "pt", "own", "pt-del", 1, hv1.AffinityGroupMember{PodNumber: 1, LeafCellNumber: 8})
+		ag.Spec.PendingTimeoutSeconds = ptr.To[int32](1)
+		_, err := c.vc.HiveschedV1alpha1().AffinityGroups("pt").Update(t.Context(), ag, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		pods := explicitPods("pt", "own", 1, 8)
+		c.createPods(t, pods)
+		got := c.waitAG(t, "pt", "own", phaseIs(hv1.AffinityGroupFailed))
+		require.Equal(t, "PendingTimeout", got.Status.Reason)
+		require.Contains(t, got.Status.Message, "pending timeout of 1s")
+		c.deletePods(t, append(hold, pods...))
+	})
+}
