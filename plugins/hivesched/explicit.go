@@ -45,7 +45,7 @@ func (p *HiveSched) resolveGroup(pod *v1.Pod, res v1.ResourceName) (*podRequest,
 		req, err := requestFromAG(pod, ag, res)
 		return req, err, true
 	}
-	return nil, nil, false
+	return p.requestFromPodGroup(pod, res)
 }
 
 // requestFromAG is a pod's request in the explicit form: the group is the

@@ -83,6 +83,7 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 	p.groups.resolve = p.resolveGroup
 	p.groups.mu.Unlock()
 	vf.Start(ctx.Done())
+	p.startPodGroupInformer(ctx, logger)
 }
 
 func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {

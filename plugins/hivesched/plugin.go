@@ -70,6 +70,7 @@ type HiveSched struct {
 	ags           *agTracker    // AffinityGroup lifecycles; nil with affinityGroupStatus: false
 	agRetention   time.Duration // how long a finished AffinityGroup is kept
 	agLister      agLister      // AffinityGroup objects (the explicit form)
+	pgs           *podGroups    // scheduler-plugins' PodGroups, nil without the CRD
 
 	// recovered: the allocations were rebuilt (ensureRecovered); recoverMu
 	// orders recovery with the pod event handler.
@@ -156,6 +157,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		p.records.queue.ShutDown()
 		return nil, fmt.Errorf("%s: listing affinity groups (is the CRD manifests/crds/hivesched.io_affinitygroups.yaml installed?): %w", Name, err)
 	}
+	p.pgs = newPodGroups(ctx, kc)
 	if !awaitLeadership.Load() {
 		// The only scheduler (no leader election): nothing is placed
 		// elsewhere meanwhile, so the state is rebuilt before any

@@ -86,6 +86,8 @@ var codeNeeds = []access{
 	{"hivesched.io", "affinitygroups", "create", ""},
 	{"hivesched.io", "affinitygroups", "delete", ""},
 	{"hivesched.io", "affinitygroups/status", "update", ""},
+	{"scheduling.x-k8s.io", "podgroups", "list", ""},
+	{"scheduling.x-k8s.io", "podgroups", "watch", ""},
 	{"", "pods", "get", ""},
 	{"", "pods", "list", ""},
 	{"", "pods", "watch", ""},
