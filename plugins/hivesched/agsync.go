@@ -432,14 +432,23 @@ func (p *HiveSched) writeAGs(ctx context.Context, logger klog.Logger, now time.T
 	t := p.ags
 	t.mu.Lock()
 	var work []agWork
+	var next time.Time
 	for k, e := range t.groups {
-		if e.dirty || all {
-			work = append(work, agWork{k, e})
+		if !e.dirty && !all {
+			continue
 		}
+		// Written less than an interval ago: not even looked at (the core's
+		// lock is the scheduler's) until it may be written again.
+		if due := e.lastWrite.Add(p.statusEvery); !all && !e.lastWrite.IsZero() && now.Before(due) {
+			if next.IsZero() || due.Before(next) {
+				next = due
+			}
+			continue
+		}
+		work = append(work, agWork{k, e})
 	}
 	t.mu.Unlock()
 	sort.Slice(work, func(i, j int) bool { return work[i].key < work[j].key })
-	var next time.Time
 	for _, w := range work {
 		due, err := p.syncAG(ctx, logger, w.key, w.e, now)
 		if err != nil {

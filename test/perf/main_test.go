@@ -130,6 +130,9 @@ func render(dir string) (string, error) {
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-inspected-%d.yaml", n)), withInspectAPI(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-noagstatus-%d.yaml", n)), withoutAGStatus(schedulerConfig(n, true))); err != nil {
+			return "", err
+		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("vc-%d.yaml", n)), virtualCluster("perf", n)); err != nil {
 			return "", err
 		}
@@ -258,6 +261,19 @@ func withInspectAPI(cfg map[string]any) map[string]any {
 	for _, pc := range profile["pluginConfig"].([]any) {
 		if pc.(map[string]any)["name"] == hivesched.Name {
 			pc.(map[string]any)["args"].(map[string]any)["inspectBindAddress"] = inspectAddress
+		}
+	}
+	return cfg
+}
+
+// withoutAGStatus turns HiveSched's AffinityGroup objects and status writes
+// off in a schedulerConfig (affinityGroupStatus: false): the contender
+// HiveSchedNoAGStatus, against which the default (on) is measured.
+func withoutAGStatus(cfg map[string]any) map[string]any {
+	profile := cfg["profiles"].([]any)[0].(map[string]any)
+	for _, pc := range profile["pluginConfig"].([]any) {
+		if pc.(map[string]any)["name"] == hivesched.Name {
+			pc.(map[string]any)["args"].(map[string]any)["affinityGroupStatus"] = false
 		}
 	}
 	return cfg
