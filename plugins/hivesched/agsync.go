@@ -54,12 +54,13 @@ type agEntry struct {
 
 	admitted, firstBound, running, finished time.Time
 	succeeded, failedPods                   map[types.UID]bool
-	members                                 map[types.UID]bool    // pods of this lifecycle
-	unsure                                  map[types.UID]*v1.Pod // bound pods gone from the informer: finished or deleted?
-	emptied                                 bool                  // its last live member went
+	members                                 map[types.UID]time.Time // pods of this lifecycle, by creation
+	unsure                                  map[types.UID]*v1.Pod   // bound pods gone from the informer: finished or deleted?
+	emptied                                 bool                    // its last live member went
 
 	dirty     bool
 	lastWrite time.Time
+	seenAt    time.Time // when this process first saw the group
 }
 
 func newAGTracker() *agTracker {
@@ -77,7 +78,7 @@ func (t *agTracker) entryLocked(group string) *agEntry {
 	if e == nil {
 		ns, name := splitGroup(group)
 		e = &agEntry{namespace: ns, name: name, phase: hv1.AffinityGroupNew, succeeded: map[types.UID]bool{}, failedPods: map[types.UID]bool{},
-			members: map[types.UID]bool{}}
+			members: map[types.UID]time.Time{}, seenAt: time.Now()}
 		t.groups[group] = e
 	}
 	return e
@@ -113,7 +114,7 @@ func (t *agTracker) seen(pod *v1.Pod, req *podRequest) {
 	if (terminalPhase(e.phase) || e.failReason != "") && !e.oldMember(pod) && pod.Spec.NodeName == "" {
 		e.restart()
 	}
-	e.members[pod.UID] = true
+	e.members[pod.UID] = pod.CreationTimestamp.Time
 	e.emptied = false
 	if e.spec == nil {
 		e.spec = specOf(req)
@@ -132,8 +133,8 @@ func (t *agTracker) seen(pod *v1.Pod, req *podRequest) {
 
 // restart begins a new lifecycle of a group whose pods came back.
 func (e *agEntry) restart() {
-	*e = agEntry{namespace: e.namespace, name: e.name, phase: hv1.AffinityGroupNew, obj: e.obj, explicit: e.explicit, owner: e.owner,
-		succeeded: map[types.UID]bool{}, failedPods: map[types.UID]bool{}, members: map[types.UID]bool{}}
+	*e = agEntry{namespace: e.namespace, name: e.name, phase: hv1.AffinityGroupNew, obj: e.obj, explicit: e.explicit, owner: e.owner, spec: e.spec, total: e.total,
+		succeeded: map[types.UID]bool{}, failedPods: map[types.UID]bool{}, members: map[types.UID]time.Time{}}
 	if e.explicit && e.obj != nil {
 		e.spec = &e.obj.Spec
 	}
@@ -143,7 +144,8 @@ func (e *agEntry) restart() {
 // before, or created before it ended: after a restart only the time is
 // known).
 func (e *agEntry) oldMember(pod *v1.Pod) bool {
-	return e.members[pod.UID] || (!e.finished.IsZero() && !pod.CreationTimestamp.Time.After(e.finished))
+	_, member := e.members[pod.UID]
+	return member || (!e.finished.IsZero() && !pod.CreationTimestamp.Time.After(e.finished))
 }
 
 // gone notes a member pod that finished or was deleted; empty: no live
@@ -158,7 +160,10 @@ func (t *agTracker) gone(group string, pod *v1.Pod, deleted, empty bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.groups[group]
-	if e == nil || terminalPhase(e.phase) || !e.members[pod.UID] {
+	if e == nil || terminalPhase(e.phase) {
+		return
+	}
+	if _, member := e.members[pod.UID]; !member {
 		return
 	}
 	delete(e.members, pod.UID)
@@ -307,6 +312,27 @@ func (t *agTracker) object(ag *hv1.AffinityGroup, deleted bool) {
 	if e.obj != nil && e.obj.UID == ag.UID && e.obj.ResourceVersion == ag.ResourceVersion {
 		return
 	}
+	if e.obj == nil && e.lastWrite.IsZero() && e.phase == hv1.AffinityGroupNew && ag.Status.Phase != "" && ag.Status.Phase != hv1.AffinityGroupExpired {
+		// Its pods were seen before its object (a restarted scheduler
+		// recovers before its informers run): the lifecycle continues
+		// from the status, unless pods created after it ended are a new
+		// attempt.
+		members := e.members
+		fromStatus(e, ag)
+		if (terminalPhase(e.phase) || e.failReason != "") && !e.finished.IsZero() {
+			newer := map[types.UID]time.Time{}
+			for uid, created := range members {
+				if created.After(e.finished) {
+					newer[uid] = created
+				}
+			}
+			if len(newer) > 0 {
+				e.restart()
+				members = newer
+			}
+		}
+		e.members = members
+	}
 	e.obj = ag
 	e.explicit = ag.Labels[hv1.LabelManagedBy] != hv1.ManagedByHivesched
 	if e.explicit {
@@ -339,6 +365,11 @@ func fromStatus(e *agEntry, ag *hv1.AffinityGroup) {
 		e.failReason, e.failMessage = st.Reason, st.Message
 	}
 }
+
+// agWriteQPS bounds the AffinityGroup writer's API calls per second (burst
+// twice that): with many gangs at once, statuses lag rather than load the
+// API server that binds pods.
+const agWriteQPS = 20
 
 // agLister reads AffinityGroup objects from the informer's cache.
 type agLister = hv1listers.AffinityGroupLister
@@ -533,7 +564,7 @@ func (p *HiveSched) syncAG(ctx context.Context, logger klog.Logger, key string, 
 	e.phase = phase
 	st := p.agStatus(e, coreSt, inCore, pods, obs, running)
 	obj, spec, explicit, owner := e.obj, e.spec, e.explicit, e.owner
-	last := e.lastWrite
+	last, seenAt := e.lastWrite, e.seenAt
 	t.mu.Unlock()
 
 	if len(timedOut) > 0 {
@@ -546,7 +577,7 @@ func (p *HiveSched) syncAG(ctx context.Context, logger klog.Logger, key string, 
 		if obj != nil && !explicit && len(obj.OwnerReferences) == 0 {
 			// Created by the scheduler and owned by nothing: nobody else
 			// would ever delete it. An owned one goes with its owner.
-			err := p.vcClient.HiveschedV1alpha1().AffinityGroups(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &obj.UID}})
+			err := p.agClient.HiveschedV1alpha1().AffinityGroups(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &obj.UID}})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				return time.Time{}, err
 			}
@@ -562,8 +593,17 @@ func (p *HiveSched) syncAG(ctx context.Context, logger klog.Logger, key string, 
 		t.mu.Unlock()
 		return due, nil
 	}
+	if obj == nil && !explicit && !terminalPhase(st.Phase) {
+		// An implicit group's object is created once the group has been
+		// known for an interval: a gang that binds at once is then created
+		// Running (a create and one status write instead of three writes).
+		if due := seenAt.Add(p.statusEvery); now.Before(due) {
+			t.markDirty(key, e)
+			return due, nil
+		}
+	}
 	ns, name := splitGroup(key)
-	client := p.vcClient.HiveschedV1alpha1().AffinityGroups(ns)
+	client := p.agClient.HiveschedV1alpha1().AffinityGroups(ns)
 	if obj == nil {
 		if explicit {
 			return time.Time{}, nil // the user deleted it: not recreated

@@ -58,6 +58,7 @@ type HiveSched struct {
 	statusEvery   time.Duration
 	schedulerName string // pods of other schedulers are not ours
 	vcClient      versioned.Interface
+	agClient      versioned.Interface // AffinityGroup writes, with their own rate limit
 	groups        *groupIndex
 	vcs           *vcRegistry
 	nonLeafTypes  map[string]leafCount // cell types that are not leaf cell types
@@ -120,6 +121,15 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	if err != nil {
 		return nil, err
 	}
+	// AffinityGroup writes are observability: their own client, limited
+	// to agWriteQPS, so that a burst of gangs never takes the API server
+	// from binding (their statuses lag instead).
+	akc := rest.CopyConfig(kc)
+	akc.QPS, akc.Burst = agWriteQPS, 2*agWriteQPS
+	agClient, err := versioned.NewForConfig(akc)
+	if err != nil {
+		return nil, err
+	}
 	p := &HiveSched{
 		handle:        h,
 		core:          core,
@@ -127,6 +137,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		permitTimeout: time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
 		statusEvery:   time.Duration(args.StatusUpdateIntervalSeconds) * time.Second,
 		vcClient:      vcClient,
+		agClient:      agClient,
 		groups:        newGroupIndex(),
 		vcs:           newVCRegistry(),
 		nonLeafTypes:  nonLeafCellTypes(args.PhysicalCluster),

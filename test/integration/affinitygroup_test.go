@@ -321,7 +321,7 @@ func TestPendingTimeout(t *testing.T) {
 	}
 	setTimeout("pt-keep", 2, false)
 	setTimeout("pt-del", 2, true)
-	c.startScheduler(t, physicalCluster("pt", 1, 2, 0))
+	s := c.startScheduler(t, physicalCluster("pt", 1, 2, 0))
 
 	// Each VC's node is held by a higher-priority group.
 	holdKeep := gangPods("pt", "hold-keep", "pt-keep", 9, 1, 8)
@@ -389,6 +389,18 @@ func TestPendingTimeout(t *testing.T) {
 		got := c.waitAG(t, "pt", "own", phaseIs(hv1.AffinityGroupFailed))
 		require.Equal(t, "PendingTimeout", got.Status.Reason)
 		require.Contains(t, got.Status.Message, "pending timeout of 1s")
-		c.deletePods(t, append(hold, pods...))
+
+		// A restarted scheduler continues the lifecycle from the status:
+		// the group stays Failed and its pods stay refused, even with the
+		// cells free.
+		s.stop()
+		c.startScheduler(t, physicalCluster("pt", 1, 2, 0))
+		c.deletePods(t, hold)
+		c.waitGone(t, hold, 20*time.Second)
+		c.requireUnbound(t, pods, 4*time.Second)
+		after := c.waitAG(t, "pt", "own", phaseIs(hv1.AffinityGroupFailed))
+		require.Equal(t, got.Status.FinishedTime, after.Status.FinishedTime)
+		require.Equal(t, "PendingTimeout", after.Status.Reason)
+		c.deletePods(t, pods)
 	})
 }
