@@ -468,9 +468,17 @@ func (p *HiveSched) writeAGs(ctx context.Context, logger klog.Logger, now time.T
 		if !e.dirty && !all {
 			continue
 		}
-		// Written less than an interval ago: not even looked at (the core's
-		// lock is the scheduler's) until it may be written again.
-		if due := e.lastWrite.Add(p.statusEvery); !all && !e.lastWrite.IsZero() && now.Before(due) {
+		// Written less than an interval ago, or an implicit group's object
+		// not due yet (see syncAG): not even looked at (the core's lock is
+		// the scheduler's) until it may be written.
+		due := e.lastWrite.Add(p.statusEvery)
+		if e.lastWrite.IsZero() {
+			due = time.Time{}
+			if e.obj == nil && !e.explicit && !terminalPhase(e.phase) && e.failReason == "" {
+				due = e.seenAt.Add(p.statusEvery)
+			}
+		}
+		if !all && now.Before(due) {
 			if next.IsZero() || due.Before(next) {
 				next = due
 			}
