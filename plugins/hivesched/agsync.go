@@ -793,12 +793,8 @@ func (p *HiveSched) agStatus(e *agEntry, cs cellcore.AffinityGroupStatus, inCore
 // agStatusEqual compares statuses but for condition timestamps.
 func agStatusEqual(a, b hv1.AffinityGroupStatus) bool {
 	a, b = *a.DeepCopy(), *b.DeepCopy()
-	for i := range a.Conditions {
-		a.Conditions[i].LastTransitionTime = metav1.Time{}
-	}
-	for i := range b.Conditions {
-		b.Conditions[i].LastTransitionTime = metav1.Time{}
-	}
+	clearConditionTimes(a.Conditions)
+	clearConditionTimes(b.Conditions)
 	return equality.Semantic.DeepEqual(a, b)
 }
 
