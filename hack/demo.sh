@@ -102,6 +102,7 @@ show() {
   echo
   echo "${bold}== step $step${off}"
   k get vc
+  k get ag -A 2>/dev/null
   k get pods -n vision -o wide 2>/dev/null | cut -c1-120
   k get pods -n speech -o wide 2>/dev/null | cut -c1-120
   echo "${bold}-> $1${off}"
@@ -110,6 +111,8 @@ show() {
 # A fresh start: the demo's own pods only.
 k delete pods -n vision --all --grace-period=0 --wait=false >/dev/null 2>&1 || true
 k delete pods -n speech --all --grace-period=0 --wait=false >/dev/null 2>&1 || true
+k delete ag -n vision --all --wait=false >/dev/null 2>&1 || true
+k delete ag -n speech --all --wait=false >/dev/null 2>&1 || true
 k uncordon gpu-a3 >/dev/null 2>&1 || true
 k patch vc vc-vision --type merge -p '{"spec":{"selector":"Pack"}}' >/dev/null 2>&1 || true
 sleep 2
@@ -178,6 +181,6 @@ echo "the cell tree as a picture: $REPO_ROOT/_output/demo-cells.png (kubectl hiv
 echo
 echo "The cluster stays up. Keep playing:"
 echo "  export KUBECONFIG=$LOCAL_KUBECONFIG"
-echo "  kubectl get vc; kubectl get pods -A -o wide"
+echo "  kubectl get vc; kubectl get ag -A; kubectl get pods -A -o wide"
 echo "  PATH=$LOCAL_BIN:\$PATH kubectl hivesched --inspect-url http://127.0.0.1:10262 cells|why POD|vcs|groups"
 echo "Stop it with: make down"

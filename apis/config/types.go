@@ -57,6 +57,17 @@ type HiveSchedArgs struct {
 	// LeafCellResourceName is the extended resource that leaf cells are
 	// counted in (e.g. "nvidia.com/gpu").
 	LeafCellResourceName string
+
+	// AffinityGroupStatus: the scheduler creates an AffinityGroup for every
+	// gang it sees and writes the status of every AffinityGroup. Off, the
+	// explicit form still works (pods read their group's spec) but no
+	// object is created or written.
+	AffinityGroupStatus bool
+
+	// AffinityGroupRetentionSeconds is how long a Completed, Failed or
+	// Rejected AffinityGroup is kept before it Expires (the scheduler then
+	// deletes the objects it created itself).
+	AffinityGroupRetentionSeconds int64
 }
 
 // PhysicalClusterSpec is HiveD's physicalCluster configuration.

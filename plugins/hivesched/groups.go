@@ -19,6 +19,9 @@ type groupIndex struct {
 	groups map[string]*groupMembers
 	// refused: bound pods whose placement record was reported untrusted.
 	refused map[types.UID]bool
+	// resolve, if set, reads a pod's request from an object that describes
+	// its group (an explicit AffinityGroup) before its own labels.
+	resolve groupResolver
 }
 
 type groupMembers struct {
@@ -82,9 +85,31 @@ func (x *groupIndex) requestLocked(pod *v1.Pod, res v1.ResourceName) (*podReques
 	if ok && e.rv == pod.ResourceVersion {
 		return e.req, e.err
 	}
-	req, err := parsePod(pod, res)
+	var req *podRequest
+	var err error
+	handled := false
+	if x.resolve != nil {
+		req, err, handled = x.resolve(pod, res)
+	}
+	if !handled {
+		req, err = parsePod(pod, res)
+	}
 	x.parsed[pod.UID] = parsedPod{rv: pod.ResourceVersion, req: req, err: err, fp: specFingerprint(pod)}
 	return req, err
+}
+
+// forgetRefused drops the cached read of a pod whose request was refused
+// or that asked for nothing, so that it is read again (its group's object
+// appeared); it reports whether there was one.
+func (x *groupIndex) forgetRefused(pod *v1.Pod) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.parsed[pod.UID]
+	if ok && e.req != nil && e.err == nil {
+		return false
+	}
+	delete(x.parsed, pod.UID)
+	return true
 }
 
 // specChanged reports, once per pod, that the labels or annotations that

@@ -72,7 +72,18 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 		UpdateFunc: func(_, obj interface{}) { p.onVC(logger, obj, false) },
 		DeleteFunc: func(obj interface{}) { p.onVC(logger, obj, true) },
 	})
+	agInf := vf.Hivesched().V1alpha1().AffinityGroups()
+	_, _ = agInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { p.onAG(logger, obj, false) },
+		UpdateFunc: func(_, obj interface{}) { p.onAG(logger, obj, false) },
+		DeleteFunc: func(obj interface{}) { p.onAG(logger, obj, true) },
+	})
+	p.agLister = agInf.Lister()
+	p.groups.mu.Lock()
+	p.groups.resolve = p.resolveGroup
+	p.groups.mu.Unlock()
 	vf.Start(ctx.Done())
+	p.startPodGroupInformer(ctx, logger)
 }
 
 func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
@@ -172,6 +183,11 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 			}
 		}
 		group, complete := p.groups.track(pod, p.resource)
+		if group != "" && recovered {
+			if req, err := p.request(pod); err == nil && req != nil {
+				p.ags.seen(pod, req)
+			}
+		}
 		if complete {
 			// The gang's last member exists: its gated members may go.
 			go p.activate(logger, []string{group})
@@ -188,6 +204,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		return
 	}
 	group := req.group.Name
+	p.ags.gone(group, pod, deleted, empty)
 	res, err := p.core.DeletePod(group, podKey(pod))
 	if err != nil {
 		logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", group)

@@ -59,6 +59,7 @@ type HiveSched struct {
 	statusEvery   time.Duration
 	schedulerName string // pods of other schedulers are not ours
 	vcClient      versioned.Interface
+	agClient      versioned.Interface // AffinityGroup writes, with their own rate limit
 	groups        *groupIndex
 	vcs           *vcRegistry
 	nonLeafTypes  map[string]leafCount // cell types that are not leaf cell types
@@ -68,6 +69,10 @@ type HiveSched struct {
 	statusKick    chan struct{} // a VC status may have changed
 	signer        *placementSigner
 	devices       *deviceInputs // device health and foreign pods' devices, per node
+	ags           *agTracker    // AffinityGroup lifecycles; nil with affinityGroupStatus: false
+	agRetention   time.Duration // how long a finished AffinityGroup is kept
+	agLister      agLister      // AffinityGroup objects (the explicit form)
+	pgs           *podGroups    // scheduler-plugins' PodGroups, nil without the CRD
 
 	// recovered: the allocations were rebuilt (ensureRecovered); recoverMu
 	// orders recovery with the pod event handler.
@@ -120,6 +125,15 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	if err != nil {
 		return nil, err
 	}
+	// AffinityGroup writes are observability: their own client, limited
+	// to agWriteQPS, so that a burst of gangs never takes the API server
+	// from binding (their statuses lag instead).
+	akc := rest.CopyConfig(kc)
+	akc.QPS, akc.Burst = agWriteQPS, 2*agWriteQPS
+	agClient, err := versioned.NewForConfig(akc)
+	if err != nil {
+		return nil, err
+	}
 	p := &HiveSched{
 		handle:        h,
 		core:          core,
@@ -127,12 +141,17 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		permitTimeout: time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
 		statusEvery:   time.Duration(args.StatusUpdateIntervalSeconds) * time.Second,
 		vcClient:      vcClient,
+		agClient:      agClient,
 		groups:        newGroupIndex(),
 		vcs:           newVCRegistry(),
 		nonLeafTypes:  nonLeafCellTypes(args.PhysicalCluster),
 		statusKick:    make(chan struct{}, 1),
 		devices:       newDeviceInputs(),
 		bindGate:      newBindGate(int(args.MaxBindingPods)),
+		agRetention:   time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
+	}
+	if args.AffinityGroupStatus {
+		p.ags = newAGTracker()
 	}
 	p.warnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.victimGrace = args.VictimGracePeriodSeconds
@@ -150,6 +169,11 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		p.records.queue.ShutDown()
 		return nil, fmt.Errorf("%s: listing virtual clusters (is the CRD installed?): %w", Name, err)
 	}
+	if _, err := vcClient.HiveschedV1alpha1().AffinityGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		p.records.queue.ShutDown()
+		return nil, fmt.Errorf("%s: listing affinity groups (is the CRD manifests/crds/hivesched.io_affinitygroups.yaml installed?): %w", Name, err)
+	}
+	p.pgs = newPodGroups(ctx, kc)
 	if !awaitLeadership.Load() {
 		// The only scheduler (no leader election): nothing is placed
 		// elsewhere meanwhile, so the state is rebuilt before any
@@ -171,6 +195,9 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	p.startInformers(ctx)
 	go p.records.run(ctx)
 	go p.runStatusWriter(ctx)
+	if p.ags != nil {
+		go p.runAGWriter(ctx)
+	}
 	return p, nil
 }
 
@@ -374,6 +401,9 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		return nil, fwk.AsStatus(fmt.Errorf("recovering allocations: %w", err))
 	}
 	name := req.group.Name
+	if msg := p.ags.ended(name, pod); msg != "" {
+		return reject(state, fwk.UnschedulableAndUnresolvable, msg)
+	}
 	agState, hasGroup := p.core.AffinityGroupState(name)
 	// Every member is admitted as a new group is, but one that takes cells
 	// its running group already holds (a member of the placement being
@@ -384,6 +414,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	if !hasGroup || agState == cellcore.AGPending || agState == cellcore.AGPreempting || !p.core.JoinsPlacement(name, podKey(pod), req.leafCellNumber) {
 		if reason := p.vcs.admits(req.group.VirtualCluster, pod.Namespace); reason != "" {
 			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
+			p.ags.refuse(name, "VirtualClusterRefused", reason)
 			return reject(state, fwk.UnschedulableAndUnresolvable, reason)
 		}
 	}
@@ -400,6 +431,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		// Decided when the first member came: this member finds its slot.
 		if err := p.core.CheckMember(req.group); err != nil {
 			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+			p.ags.refuse(name, "InvalidSchedulingSpec", err.Error())
 			return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 		}
 		return p.assign(state, pod, req)
@@ -409,6 +441,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	observePlacement(start, d, err)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+		p.ags.refuse(name, "InvalidSchedulingSpec", err.Error())
 		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	p.statusChanged()
@@ -427,19 +460,28 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	switch d.Kind {
 	case cellcore.Placed:
 		p.groups.allocated(name)
+		p.ags.waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
 		return p.assign(state, pod, req)
 	case cellcore.Preempt:
 		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.leafCellNumber})
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("affinity group %s (priority %d) preempts %s in virtual cluster %q and binds once their pods are deleted",
-			name, req.group.Priority, joinNames(d.Victims), req.group.VirtualCluster))
+		msg := fmt.Sprintf("affinity group %s (priority %d) preempts %s in virtual cluster %q and binds once their pods are deleted",
+			name, req.group.Priority, joinNames(d.Victims), req.group.VirtualCluster)
+		p.ags.waiting(name, "Preempting", msg, d.Victims)
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	default:
 		msg := d.Reason
+		reason := "Waiting"
+		if d.OverLimit {
+			reason = "OverLimit"
+		}
 		if d.State == cellcore.AGPreempting && len(d.Victims) > 0 {
 			msg = fmt.Sprintf("affinity group %s preempts %s and binds once their pods are deleted", name, joinNames(d.Victims))
+			reason = "Preempting"
 			// Still waiting for victims: make sure every victim pod is on its
 			// way out (a deletion that failed is asked for again).
 			p.evictVictims(klog.FromContext(ctx), pod, name, d.Victims)
 		}
+		p.ags.waiting(name, reason, msg, d.Victims)
 		return reject(state, fwk.Unschedulable, msg)
 	}
 }
@@ -598,6 +640,9 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 			continue
 		}
 		pods = append(pods, vps...)
+	}
+	for _, victim := range victims {
+		p.ags.preempted(victim, group)
 	}
 	for _, vp := range p.evictor.evict(logger, pods) {
 		victim := p.groups.groupOf(vp)
@@ -835,7 +880,7 @@ func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newO
 		return fwk.Queue, nil
 	}
 	// Parse without caching: the pod is gone from the index.
-	if req, err := parsePod(deleted, p.resource); err == nil && req != nil {
+	if req, err := p.parse(deleted); err == nil && req != nil {
 		return fwk.Queue, nil // its cells may be free now
 	}
 	return fwk.QueueSkip, nil

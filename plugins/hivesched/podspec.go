@@ -152,6 +152,10 @@ func parsePod(pod *v1.Pod, resourceName v1.ResourceName) (*podRequest, error) {
 	leaves := int32(leaves64) // bounded by leafRequest
 	if !hasVC {
 		if leaves > 0 {
+			if g, ok := pod.Labels[LabelAffinityGroup]; ok && g != "" {
+				return nil, fmt.Errorf("pod requests %d %s but names no virtual cluster: create AffinityGroup %q in namespace %q (the explicit form: its spec names the VC and the members), or set label %s and annotation %s",
+					leaves, resourceName, g, pod.Namespace, LabelVirtualCluster, AnnotationGroupMembers)
+			}
 			return nil, fmt.Errorf("pod requests %d %s but names no virtual cluster: set label %s (or HiveD's annotation %s)", leaves, resourceName, LabelVirtualCluster, HivedSpecAnnotation)
 		}
 		return nil, nil

@@ -38,6 +38,7 @@ func (p *HiveSched) ensureRecovered(ctx context.Context) error {
 		return err
 	}
 	p.recovered.Store(true)
+	p.seedAGs()
 	p.statusChanged()
 	return nil
 }
@@ -90,6 +91,7 @@ func (p *HiveSched) recoverFromAPI(ctx context.Context) error {
 		return err
 	}
 	p.recovered.Store(true)
+	p.seedAGs()
 	return nil
 }
 

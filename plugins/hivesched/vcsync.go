@@ -63,6 +63,16 @@ func (r *vcRegistry) admits(vc, namespace string) string {
 	return fmt.Sprintf("namespace %q may not use virtual cluster %q (not in its spec.allowedNamespaces)", namespace, vc)
 }
 
+// object returns the VirtualCluster as last read, or nil.
+func (r *vcRegistry) object(vc string) *hv1.VirtualCluster {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.vcs[vc]; e != nil {
+		return e.obj
+	}
+	return nil
+}
+
 func coreVCSpec(vc *hv1.VirtualCluster) cellcore.VirtualClusterSpec {
 	s := cellcore.VirtualClusterSpec{Name: vc.Name}
 	for _, c := range vc.Spec.VirtualCells {
@@ -283,13 +293,17 @@ func (p *HiveSched) writeStatuses(ctx context.Context, logger klog.Logger, now t
 // statusEqual compares statuses but for condition timestamps.
 func statusEqual(a, b hv1.VirtualClusterStatus) bool {
 	a, b = *a.DeepCopy(), *b.DeepCopy()
-	for i := range a.Conditions {
-		a.Conditions[i].LastTransitionTime = metav1.Time{}
-	}
-	for i := range b.Conditions {
-		b.Conditions[i].LastTransitionTime = metav1.Time{}
-	}
+	clearConditionTimes(a.Conditions)
+	clearConditionTimes(b.Conditions)
 	return equality.Semantic.DeepEqual(a, b)
+}
+
+// clearConditionTimes zeroes the conditions' LastTransitionTime (statuses
+// are compared without them: SetStatusCondition stamps a new condition).
+func clearConditionTimes(cs []metav1.Condition) {
+	for i := range cs {
+		cs[i].LastTransitionTime = metav1.Time{}
+	}
 }
 
 // vcStatus builds a VC's status from the core's counters.

@@ -93,15 +93,20 @@ func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
 
 func (c *cluster) installCRD() {
 	t := c.t
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "manifests", "crds", "hivesched.io_virtualclusters.yaml"))
-	require.NoError(t, err)
-	var crd apiextensionsv1.CustomResourceDefinition
-	require.NoError(t, yaml.UnmarshalStrict(raw, &crd))
 	ac := apiextensionsclient.NewForConfigOrDie(c.cfg)
-	_, err = ac.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), &crd, metav1.CreateOptions{})
-	require.NoError(t, err)
+	for _, f := range []string{"hivesched.io_virtualclusters.yaml", "hivesched.io_affinitygroups.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(repoRoot(t), "manifests", "crds", f))
+		require.NoError(t, err)
+		var crd apiextensionsv1.CustomResourceDefinition
+		require.NoError(t, yaml.UnmarshalStrict(raw, &crd))
+		_, err = ac.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), &crd, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
 	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, err := c.vc.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{})
+		if _, err := c.vc.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{}); err != nil {
+			return false, nil
+		}
+		_, err := c.vc.HiveschedV1alpha1().AffinityGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 		return err == nil, nil
 	}))
 }

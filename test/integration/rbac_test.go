@@ -64,6 +64,9 @@ func TestSchedulerUnderShippedRBAC(t *testing.T) {
 	c.waitEvent(t, high[0], "preempted by affinity group rbac/top", 20*time.Second)
 	c.waitBound(t, top, 30*time.Second)
 	c.waitVCStatus(t, "rbac-vc", func(st hv1.VirtualClusterStatus) bool { return st.UsedLeafCells == 8 && st.OpportunisticLeafCells == 8 })
+	// AffinityGroups: created for the gangs, their status written.
+	c.waitAG(t, "rbac", "top", phaseIs(hv1.AffinityGroupRunning))
+	c.waitAG(t, "rbac", "high", phaseIs(hv1.AffinityGroupFailed))
 
 	// Its lease by name, no other.
 	sa := kubernetes.NewForConfigOrDie(c.asScheduler())

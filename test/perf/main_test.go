@@ -82,7 +82,7 @@ func TestMain(m *testing.M) {
 
 func BenchmarkPerfScheduling(b *testing.B) {
 	registry := frameworkruntime.Registry{
-		hivesched.Name:    withInspectPolling(withCRDs(hivesched.New, hiveCRD())),
+		hivesched.Name:    withInspectPolling(withCRDs(hivesched.New, hiveCRDs()...)),
 		coscheduling.Name: collectOnStop(withCRDs(coscheduling.New, podGroupCRD())),
 	}
 	schedperf.RunBenchmarkPerfScheduling(b, configFile, "hivesched", registry, schedperf.WithPrepareFn(watchGangs))
@@ -95,8 +95,9 @@ func repoRoot() string {
 	return filepath.Join(wd, "..", "..")
 }
 
-func hiveCRD() string {
-	return filepath.Join(repoRoot(), "manifests", "crds", "hivesched.io_virtualclusters.yaml")
+func hiveCRDs() []string {
+	return []string{filepath.Join(repoRoot(), "manifests", "crds", "hivesched.io_virtualclusters.yaml"),
+		filepath.Join(repoRoot(), "manifests", "crds", "hivesched.io_affinitygroups.yaml")}
 }
 
 // podGroupCRD is the PodGroup CRD shipped with the scheduler-plugins module
@@ -130,6 +131,9 @@ func render(dir string) (string, error) {
 			return "", err
 		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-inspected-%d.yaml", n)), withInspectAPI(schedulerConfig(n, true))); err != nil {
+			return "", err
+		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-noagstatus-%d.yaml", n)), withoutAGStatus(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("vc-%d.yaml", n)), virtualCluster("perf", n)); err != nil {
@@ -265,6 +269,19 @@ func withHiveArg(cfg map[string]any, name string, value any) map[string]any {
 	for _, pc := range profile["pluginConfig"].([]any) {
 		if pc.(map[string]any)["name"] == hivesched.Name {
 			pc.(map[string]any)["args"].(map[string]any)[name] = value
+		}
+	}
+	return cfg
+}
+
+// withoutAGStatus turns HiveSched's AffinityGroup objects and status writes
+// off in a schedulerConfig (affinityGroupStatus: false): the contender
+// HiveSchedNoAGStatus, against which the default (on) is measured.
+func withoutAGStatus(cfg map[string]any) map[string]any {
+	profile := cfg["profiles"].([]any)[0].(map[string]any)
+	for _, pc := range profile["pluginConfig"].([]any) {
+		if pc.(map[string]any)["name"] == hivesched.Name {
+			pc.(map[string]any)["args"].(map[string]any)["affinityGroupStatus"] = false
 		}
 	}
 	return cfg

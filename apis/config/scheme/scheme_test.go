@@ -104,12 +104,14 @@ profiles:
 				},
 			}},
 		},
-		PermitWaitingTimeSeconds:    30,                // explicitly set
-		StatusUpdateIntervalSeconds: 5,                 // defaulted
-		VictimGracePeriodSeconds:    30,                // defaulted
-		MaxBindingPods:              64,                // defaulted
-		InspectBindAddress:          "127.0.0.1:10262", // defaulted
-		LeafCellResourceName:        "nvidia.com/gpu",
+		PermitWaitingTimeSeconds:      30,                // explicitly set
+		StatusUpdateIntervalSeconds:   5,                 // defaulted
+		VictimGracePeriodSeconds:      30,                // defaulted
+		MaxBindingPods:                64,                // defaulted
+		InspectBindAddress:            "127.0.0.1:10262", // defaulted
+		LeafCellResourceName:          "nvidia.com/gpu",
+		AffinityGroupStatus:           true,
+		AffinityGroupRetentionSeconds: 600,
 	}
 	assert.Equal(t, want, hiveSchedArgs(t, cfg, "hivesched"))
 }
@@ -128,12 +130,14 @@ profiles:
 `)
 	require.NoError(t, err)
 	assert.Equal(t, &config.HiveSchedArgs{
-		PermitWaitingTimeSeconds:    60,
-		StatusUpdateIntervalSeconds: 5,
-		VictimGracePeriodSeconds:    30,
-		MaxBindingPods:              64,
-		InspectBindAddress:          "127.0.0.1:10262",
-		LeafCellResourceName:        "nvidia.com/gpu",
+		PermitWaitingTimeSeconds:      60,
+		StatusUpdateIntervalSeconds:   5,
+		VictimGracePeriodSeconds:      30,
+		MaxBindingPods:                64,
+		InspectBindAddress:            "127.0.0.1:10262",
+		LeafCellResourceName:          "nvidia.com/gpu",
+		AffinityGroupStatus:           true,
+		AffinityGroupRetentionSeconds: 600,
 	}, hiveSchedArgs(t, cfg, "hivesched"))
 }
 

@@ -34,6 +34,8 @@ const (
 	DefaultInspectBindAddress = "127.0.0.1:10262"
 	// DefaultLeafCellResourceName is the default LeafCellResourceName.
 	DefaultLeafCellResourceName = "nvidia.com/gpu"
+	// DefaultAffinityGroupRetentionSeconds is the default AffinityGroupRetentionSeconds.
+	DefaultAffinityGroupRetentionSeconds int64 = 600
 )
 
 // SetDefaults_HiveSchedArgs sets the defaults of unset HiveSchedArgs fields.
@@ -61,5 +63,13 @@ func SetDefaults_HiveSchedArgs(obj *HiveSchedArgs) { //nolint:revive,stylecheck 
 	if obj.LeafCellResourceName == nil || *obj.LeafCellResourceName == "" {
 		v := DefaultLeafCellResourceName
 		obj.LeafCellResourceName = &v
+	}
+	if obj.AffinityGroupStatus == nil {
+		v := true
+		obj.AffinityGroupStatus = &v
+	}
+	if obj.AffinityGroupRetentionSeconds == nil {
+		v := DefaultAffinityGroupRetentionSeconds
+		obj.AffinityGroupRetentionSeconds = &v
 	}
 }

@@ -72,6 +72,21 @@ type HiveSchedArgs struct {
 	// counted in. Defaults to "nvidia.com/gpu".
 	// +optional
 	LeafCellResourceName *string `json:"leafCellResourceName,omitempty"`
+
+	// AffinityGroupStatus: the scheduler creates an AffinityGroup object for
+	// every gang it sees and writes the status of every AffinityGroup
+	// (docs/affinitygroups.md). Defaults to true. With false the explicit
+	// form still works (pods read their group's spec from its
+	// AffinityGroup) but nothing is created or written.
+	// +optional
+	AffinityGroupStatus *bool `json:"affinityGroupStatus,omitempty"`
+
+	// AffinityGroupRetentionSeconds is how long a Completed, Failed or
+	// Rejected AffinityGroup is kept before it Expires; the scheduler then
+	// deletes the AffinityGroups it created itself (those owned by a Job
+	// go with the Job anyway). Defaults to 600.
+	// +optional
+	AffinityGroupRetentionSeconds *int64 `json:"affinityGroupRetentionSeconds,omitempty"`
 }
 
 // PhysicalClusterSpec is HiveD's physicalCluster configuration.

@@ -127,6 +127,12 @@ func autoConvert_v1_HiveSchedArgs_To_config_HiveSchedArgs(in *HiveSchedArgs, out
 	if err := metav1.Convert_Pointer_string_To_string(&in.LeafCellResourceName, &out.LeafCellResourceName, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_bool_To_bool(&in.AffinityGroupStatus, &out.AffinityGroupStatus, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.AffinityGroupRetentionSeconds, &out.AffinityGroupRetentionSeconds, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -155,6 +161,12 @@ func autoConvert_config_HiveSchedArgs_To_v1_HiveSchedArgs(in *config.HiveSchedAr
 		return err
 	}
 	if err := metav1.Convert_string_To_Pointer_string(&in.LeafCellResourceName, &out.LeafCellResourceName, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_bool_To_Pointer_bool(&in.AffinityGroupStatus, &out.AffinityGroupStatus, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.AffinityGroupRetentionSeconds, &out.AffinityGroupRetentionSeconds, s); err != nil {
 		return err
 	}
 	return nil

@@ -78,6 +78,16 @@ func (in *HiveSchedArgs) DeepCopyInto(out *HiveSchedArgs) {
 		*out = new(string)
 		**out = **in
 	}
+	if in.AffinityGroupStatus != nil {
+		in, out := &in.AffinityGroupStatus, &out.AffinityGroupStatus
+		*out = new(bool)
+		**out = **in
+	}
+	if in.AffinityGroupRetentionSeconds != nil {
+		in, out := &in.AffinityGroupRetentionSeconds, &out.AffinityGroupRetentionSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 

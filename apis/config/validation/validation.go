@@ -41,6 +41,8 @@ const (
 	MaxStatusUpdateIntervalSeconds int64 = 86400
 	// MaxVictimGracePeriodSeconds: the preemptor waits at most an hour.
 	MaxVictimGracePeriodSeconds int64 = 3600
+	// MaxAffinityGroupRetentionSeconds: a finished group is kept at most 30 days.
+	MaxAffinityGroupRetentionSeconds int64 = 30 * 86400
 )
 
 // MaxMaxBindingPods bounds maxBindingPods: a limit above it is no limit in
@@ -70,6 +72,10 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 	if v := args.MaxBindingPods; v < 0 || v > MaxMaxBindingPods {
 		allErrs = append(allErrs, field.Invalid(path.Child("maxBindingPods"),
 			v, fmt.Sprintf("must be from 0 (no limit) to %d", MaxMaxBindingPods)))
+	}
+	if v := args.AffinityGroupRetentionSeconds; v < 0 || v > MaxAffinityGroupRetentionSeconds {
+		allErrs = append(allErrs, field.Invalid(path.Child("affinityGroupRetentionSeconds"),
+			v, fmt.Sprintf("must be from 0 to %d", MaxAffinityGroupRetentionSeconds)))
 	}
 	if a := args.InspectBindAddress; a != "" {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {

@@ -85,6 +85,12 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 			wantErrs: []string{"args.permitWaitingTimeSeconds: Invalid value: 901: must be from 1 to 900"},
 		},
 		{name: "victims deleted at once", mutate: func(a *config.HiveSchedArgs) { a.VictimGracePeriodSeconds = 0 }},
+		{name: "finished affinity groups expire at once", mutate: func(a *config.HiveSchedArgs) { a.AffinityGroupRetentionSeconds = 0 }},
+		{
+			name:     "negative affinity group retention",
+			mutate:   func(a *config.HiveSchedArgs) { a.AffinityGroupRetentionSeconds = -1 },
+			wantErrs: []string{"args.affinityGroupRetentionSeconds: Invalid value: -1: must be from 0 to 2592000"},
+		},
 		{name: "victim grace period at the cap", mutate: func(a *config.HiveSchedArgs) { a.VictimGracePeriodSeconds = 3600 }},
 		{name: "no binding limit", mutate: func(a *config.HiveSchedArgs) { a.MaxBindingPods = 0 }},
 		{name: "binding limit at the cap", mutate: func(a *config.HiveSchedArgs) { a.MaxBindingPods = 10000 }},

@@ -32,8 +32,20 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=hivesched.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("AffinityGroup"):
+		return &hiveschedv1alpha1.AffinityGroupApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("AffinityGroupCounts"):
 		return &hiveschedv1alpha1.AffinityGroupCountsApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AffinityGroupMember"):
+		return &hiveschedv1alpha1.AffinityGroupMemberApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AffinityGroupMemberCounts"):
+		return &hiveschedv1alpha1.AffinityGroupMemberCountsApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AffinityGroupPodStatus"):
+		return &hiveschedv1alpha1.AffinityGroupPodStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AffinityGroupSpec"):
+		return &hiveschedv1alpha1.AffinityGroupSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AffinityGroupStatus"):
+		return &hiveschedv1alpha1.AffinityGroupStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CellTypeStatus"):
 		return &hiveschedv1alpha1.CellTypeStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NamespaceLimits"):

@@ -160,6 +160,21 @@ type VirtualClusterSpec struct {
 	// +listType=map
 	// +listMapKey=namespace
 	Limits []NamespaceLimits `json:"limits,omitempty"`
+
+	// PendingTimeoutSeconds: an affinity group of this VC that stays
+	// pending longer (from its admission) goes Failed with reason
+	// PendingTimeout (seed 004); its pods get an event and are no longer
+	// scheduled. An AffinityGroup's spec.pendingTimeoutSeconds overrides
+	// it. Absent or 0: no timeout.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PendingTimeoutSeconds *int32 `json:"pendingTimeoutSeconds,omitempty"`
+
+	// DeletePodsOnPendingTimeout: the pods of a group that timed out are
+	// deleted. Otherwise (the default) they are left to their owner (a
+	// Job's controller sees them pending and decides).
+	// +optional
+	DeletePodsOnPendingTimeout bool `json:"deletePodsOnPendingTimeout,omitempty"`
 }
 
 // Sequencer is how a VC orders its pending affinity groups.

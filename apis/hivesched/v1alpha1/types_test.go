@@ -89,3 +89,20 @@ func TestVirtualClusterStatusZeroCountsAreSerialized(t *testing.T) {
 		"opportunisticGroups":0,"downgradedGroups":0,"opportunisticLeafCells":0,
 		"lostLeafCells":0,"foreignLeafCells":0}`, string(b))
 }
+
+func TestAffinityGroupRoundTrip(t *testing.T) {
+	// The MEMBERS column reads membersSummary; counts are present when 0.
+	b, err := json.Marshal(AffinityGroupStatus{Phase: AffinityGroupNew, MembersSummary: "0/2", Members: AffinityGroupMemberCounts{Total: 2}})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"phase":"New","membersSummary":"0/2","members":{"total":2,"bound":0,"running":0,"succeeded":0,"failed":0}}`, string(b))
+
+	s := runtime.NewScheme()
+	require.NoError(t, AddToScheme(s))
+	gvks, _, err := s.ObjectKinds(&AffinityGroup{})
+	require.NoError(t, err)
+	assert.Equal(t, SchemeGroupVersion.WithKind("AffinityGroup"), gvks[0])
+	ag := &AffinityGroup{Spec: AffinityGroupSpec{VirtualCluster: "vc", Members: []AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 8}}}}
+	cp := ag.DeepCopy()
+	cp.Spec.Members[0].PodNumber = 3
+	assert.Equal(t, int32(2), ag.Spec.Members[0].PodNumber)
+}

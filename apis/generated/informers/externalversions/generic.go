@@ -53,6 +53,8 @@ func (f *genericInformer) Lister() cache.GenericLister {
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
 	// Group=hivesched.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("affinitygroups"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Hivesched().V1alpha1().AffinityGroups().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("virtualclusters"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Hivesched().V1alpha1().VirtualClusters().Informer()}, nil
 

@@ -25,13 +25,15 @@ import (
 // VirtualClusterSpecApplyConfiguration represents a declarative configuration of the VirtualClusterSpec type for use
 // with apply.
 type VirtualClusterSpecApplyConfiguration struct {
-	VirtualCells      []VirtualCellSpecApplyConfiguration    `json:"virtualCells,omitempty"`
-	PinnedCells       []PinnedCellSpecApplyConfiguration     `json:"pinnedCells,omitempty"`
-	AllowedNamespaces []string                               `json:"allowedNamespaces,omitempty"`
-	State             *hiveschedv1alpha1.VirtualClusterState `json:"state,omitempty"`
-	Sequencer         *hiveschedv1alpha1.Sequencer           `json:"sequencer,omitempty"`
-	Selector          *hiveschedv1alpha1.Selector            `json:"selector,omitempty"`
-	Limits            []NamespaceLimitsApplyConfiguration    `json:"limits,omitempty"`
+	VirtualCells               []VirtualCellSpecApplyConfiguration    `json:"virtualCells,omitempty"`
+	PinnedCells                []PinnedCellSpecApplyConfiguration     `json:"pinnedCells,omitempty"`
+	AllowedNamespaces          []string                               `json:"allowedNamespaces,omitempty"`
+	State                      *hiveschedv1alpha1.VirtualClusterState `json:"state,omitempty"`
+	Sequencer                  *hiveschedv1alpha1.Sequencer           `json:"sequencer,omitempty"`
+	Selector                   *hiveschedv1alpha1.Selector            `json:"selector,omitempty"`
+	Limits                     []NamespaceLimitsApplyConfiguration    `json:"limits,omitempty"`
+	PendingTimeoutSeconds      *int32                                 `json:"pendingTimeoutSeconds,omitempty"`
+	DeletePodsOnPendingTimeout *bool                                  `json:"deletePodsOnPendingTimeout,omitempty"`
 }
 
 // VirtualClusterSpecApplyConfiguration constructs a declarative configuration of the VirtualClusterSpec type for use with
@@ -110,5 +112,21 @@ func (b *VirtualClusterSpecApplyConfiguration) WithLimits(values ...*NamespaceLi
 		}
 		b.Limits = append(b.Limits, *values[i])
 	}
+	return b
+}
+
+// WithPendingTimeoutSeconds sets the PendingTimeoutSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PendingTimeoutSeconds field is set to the value of the last call.
+func (b *VirtualClusterSpecApplyConfiguration) WithPendingTimeoutSeconds(value int32) *VirtualClusterSpecApplyConfiguration {
+	b.PendingTimeoutSeconds = &value
+	return b
+}
+
+// WithDeletePodsOnPendingTimeout sets the DeletePodsOnPendingTimeout field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DeletePodsOnPendingTimeout field is set to the value of the last call.
+func (b *VirtualClusterSpecApplyConfiguration) WithDeletePodsOnPendingTimeout(value bool) *VirtualClusterSpecApplyConfiguration {
+	b.DeletePodsOnPendingTimeout = &value
 	return b
 }

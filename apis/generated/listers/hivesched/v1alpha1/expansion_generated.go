@@ -18,6 +18,14 @@ limitations under the License.
 
 package v1alpha1
 
+// AffinityGroupListerExpansion allows custom methods to be added to
+// AffinityGroupLister.
+type AffinityGroupListerExpansion interface{}
+
+// AffinityGroupNamespaceListerExpansion allows custom methods to be added to
+// AffinityGroupNamespaceLister.
+type AffinityGroupNamespaceListerExpansion interface{}
+
 // VirtualClusterListerExpansion allows custom methods to be added to
 // VirtualClusterLister.
 type VirtualClusterListerExpansion interface{}

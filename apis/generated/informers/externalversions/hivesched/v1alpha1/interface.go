@@ -24,6 +24,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// AffinityGroups returns a AffinityGroupInformer.
+	AffinityGroups() AffinityGroupInformer
 	// VirtualClusters returns a VirtualClusterInformer.
 	VirtualClusters() VirtualClusterInformer
 }
@@ -37,6 +39,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// AffinityGroups returns a AffinityGroupInformer.
+func (v *version) AffinityGroups() AffinityGroupInformer {
+	return &affinityGroupInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // VirtualClusters returns a VirtualClusterInformer.

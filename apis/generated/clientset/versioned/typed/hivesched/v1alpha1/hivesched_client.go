@@ -28,12 +28,17 @@ import (
 
 type HiveschedV1alpha1Interface interface {
 	RESTClient() rest.Interface
+	AffinityGroupsGetter
 	VirtualClustersGetter
 }
 
 // HiveschedV1alpha1Client is used to interact with features provided by the hivesched.io group.
 type HiveschedV1alpha1Client struct {
 	restClient rest.Interface
+}
+
+func (c *HiveschedV1alpha1Client) AffinityGroups(namespace string) AffinityGroupInterface {
+	return newAffinityGroups(c, namespace)
 }
 
 func (c *HiveschedV1alpha1Client) VirtualClusters() VirtualClusterInterface {

@@ -28,6 +28,10 @@ type FakeHiveschedV1alpha1 struct {
 	*testing.Fake
 }
 
+func (c *FakeHiveschedV1alpha1) AffinityGroups(namespace string) v1alpha1.AffinityGroupInterface {
+	return newFakeAffinityGroups(c, namespace)
+}
+
 func (c *FakeHiveschedV1alpha1) VirtualClusters() v1alpha1.VirtualClusterInterface {
 	return newFakeVirtualClusters(c)
 }
