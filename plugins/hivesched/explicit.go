@@ -71,6 +71,7 @@ func requestFromAG(pod *v1.Pod, ag *hv1.AffinityGroup, res v1.ResourceName) (*po
 	g := &r.group
 	g.Name = pod.Namespace + "/" + ag.Name
 	g.Namespace = pod.Namespace
+	g.SpreadKey = pod.Labels[LabelSpreadKey]
 	g.VirtualCluster = ag.Spec.VirtualCluster
 	if ag.Spec.Priority != nil {
 		g.Priority = *ag.Spec.Priority
