@@ -139,8 +139,8 @@ func TestPolicies(t *testing.T) {
 	})
 
 	// Blocks each one-node VC with a running job, queues three jobs in each a
-	// second apart, lets them all fall out of backoff, frees the nodes, and
-	// says which jobs the one queue took, in turn, for each VC.
+	// second apart, and twice: lets them all fall out of backoff, frees the
+	// nodes, and notes which job the one queue took in each VC.
 	order := func(t *testing.T, vcs ...string) map[string][]string {
 		const ns = "pol-c"
 		waiting := map[string][]*v1.Pod{}
@@ -161,25 +161,34 @@ func TestPolicies(t *testing.T) {
 			for _, p := range waiting[vc] {
 				c.failedScheduling(t, p, "affinity group", 30*time.Second)
 			}
-			c.deletePods(t, job(ns, vc+"-blocker", vc, 8))
+		}
+		// Before the VCs' cells free up, every waiting pod must be out of
+		// its backoff (kube-scheduler's longest is 10 s): the freeing moves
+		// them to the active queue together, and the queue's order alone
+		// decides which goes first. (A pod still backing off would come
+		// later whatever its key.)
+		free := make([]*v1.Pod, 0, len(vcs))
+		for _, vc := range vcs {
+			free = append(free, job(ns, vc+"-blocker", vc, 8)...)
 		}
 		got := map[string][]string{}
 		for round := 0; round < 2; round++ {
-			time.Sleep(4 * time.Second) // every waiting pod out of backoff
-			var taken []*v1.Pod
+			time.Sleep(11 * time.Second)
+			c.deletePods(t, free)
+			free = free[:0]
 			for _, vc := range vcs {
 				first := c.firstBound(t, waiting[vc]...)
 				got[vc] = append(got[vc], strings.TrimPrefix(first, ns+"/"+vc+"-"))
 				for i, p := range waiting[vc] {
 					if p.Namespace+"/"+p.Name == first {
-						taken = append(taken, p)
+						free = append(free, p)
 						waiting[vc] = append(waiting[vc][:i], waiting[vc][i+1:]...)
 						break
 					}
 				}
 			}
-			c.deletePods(t, taken)
 		}
+		c.deletePods(t, free)
 		for _, vc := range vcs {
 			c.deletePods(t, waiting[vc])
 		}
@@ -205,7 +214,7 @@ func TestPolicies(t *testing.T) {
 		c.createPods(t, newer)
 		c.failedScheduling(t, older[0], "affinity group", 30*time.Second)
 		c.failedScheduling(t, newer[0], "affinity group", 30*time.Second)
-		time.Sleep(3 * time.Second)
+		time.Sleep(11 * time.Second) // both out of backoff (see order)
 		c.deletePods(t, blocker)
 		require.Equal(t, "pol-b/newer-0", c.firstBound(t, older[0], newer[0]), "the namespace using less of the VC goes first")
 	})
