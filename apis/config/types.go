@@ -50,6 +50,10 @@ type HiveSchedArgs struct {
 	// order (plugins/hivesched/bindgate.go). 0: no limit.
 	MaxBindingPods int32
 
+	// MaxBindAttempts: binding failures of a member in a row before its
+	// group goes back to Pending (v1 documents it).
+	MaxBindAttempts int32
+
 	// InspectBindAddress is where the read-only inspect API listens (plain
 	// HTTP, host:port); empty disables it.
 	InspectBindAddress string

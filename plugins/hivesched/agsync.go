@@ -268,6 +268,25 @@ func (t *agTracker) preempted(group, by string) {
 	t.changed(e)
 }
 
+// bindGaveUp notes that the group's partly bound placement was given up
+// after binding failures: its bound members are deleted, so this
+// lifecycle fails with reason BindFailed (not MemberDeleted); the pods
+// its owner creates again start a new one.
+func (t *agTracker) bindGaveUp(group, msg string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.groups[group]
+	if e == nil || terminalPhase(e.phase) {
+		return
+	}
+	e.fail("BindFailed", msg)
+	e.reason, e.message = "BindFailed", msg
+	t.changed(e)
+}
+
 // ended says why a pod of the group must not be scheduled: its group's
 // lifecycle failed by pending timeout (seed 004). "" if it may be.
 func (t *agTracker) ended(group string, pod *v1.Pod) string {

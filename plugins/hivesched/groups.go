@@ -332,6 +332,26 @@ func (x *groupIndex) unreserve(group string, pod *v1.Pod) bool {
 	return true
 }
 
+// unreserveMember drops one member's reservation and leaves the others:
+// its binding failed, and it alone retries on the group's cells.
+func (x *groupIndex) unreserveMember(group string, pod *v1.Pod) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if g := x.groups[group]; g != nil {
+		delete(g.reserved, pod.UID)
+	}
+}
+
+// clearReserved drops every reservation of the group (its allocation was
+// rolled back).
+func (x *groupIndex) clearReserved(group string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if g := x.groups[group]; g != nil {
+		g.reserved = map[types.UID]bool{}
+	}
+}
+
 // readyCount is how many members are reserved or bound, of how many.
 func (x *groupIndex) readyCount(group string) (int, int) {
 	x.mu.Lock()

@@ -211,6 +211,9 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	}
 	p.statusChanged()
 	freed := res.FreedLeaves
+	if empty {
+		p.bindRetries.forget(group)
+	}
 	if empty && !res.GroupDeleted {
 		// Nothing of the group is left in Kubernetes: Pending (e8) or
 		// Preempting (e7) groups, or allocations whose pods never bound.

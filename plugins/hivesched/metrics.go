@@ -67,6 +67,21 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"health"})
 
+	bindFailures = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      metricsNamespace,
+		Name:           "bind_failures_total",
+		Help:           "Binding calls of affinity group members that failed (each is retried on the same cells), by virtual cluster.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"virtual_cluster"})
+
+	bindGiveUps = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace,
+		Name:      "bind_give_ups_total",
+		Help: "Placements given up after maxBindAttempts binding failures of a member in a row (the group went back to " +
+			"Pending, its bound members deleted), by virtual cluster.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"virtual_cluster"})
+
 	clusterLeafCellsDesc = metrics.NewDesc(metricsNamespace+"_cluster_leaf_cells",
 		"Physical leaf cells (GPUs) by leaf cell type and state: total, free (schedulable and Free), used (by any group), "+
 			"opportunistic (used by opportunistic groups), reserved (by a preempting group), bad (bad, maintenance or retired hardware).",
@@ -89,7 +104,8 @@ var registerOnce sync.Once
 // scheduling path updates nothing for them.
 func registerMetrics(p *HiveSched, done <-chan struct{}) {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(placementDuration, preemptedGroups, preemptedPods, recoveryDuration, recoveredGroups, healthChanges)
+		legacyregistry.MustRegister(placementDuration, preemptedGroups, preemptedPods, recoveryDuration, recoveredGroups, healthChanges,
+			bindFailures, bindGiveUps)
 		legacyregistry.CustomMustRegister(cellCollector)
 	})
 	cellCollector.add(p)

@@ -17,11 +17,14 @@
 //	Bind        binds the pod with its placement annotations in one write
 //	            (persisted for recovery, ec), whole gangs at a time through
 //	            the bind gate; PreBind patches them instead when another
-//	            binder runs first
+//	            binder runs first; a failed binding retries on the same
+//	            cells, and maxBindAttempts failures give the placement up
+//	PostBind    forgets the member's binding failures
 package hivesched
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -30,6 +33,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -84,6 +88,10 @@ type HiveSched struct {
 
 	// bindGate paces the binding calls by whole gangs (nil: no limit).
 	bindGate *bindGate
+	// bindRetries counts binding failures per group (maxBindAttempts);
+	// bindEvictor deletes the bound members of a placement given up.
+	bindRetries *bindRetries
+	bindEvictor *evictor
 }
 
 var (
@@ -96,6 +104,7 @@ var (
 	_ framework.PermitPlugin      = &HiveSched{}
 	_ framework.PreBindPlugin     = &HiveSched{}
 	_ framework.BindPlugin        = &HiveSched{}
+	_ framework.PostBindPlugin    = &HiveSched{}
 	_ framework.EnqueueExtensions = &HiveSched{}
 )
 
@@ -148,6 +157,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		statusKick:    make(chan struct{}, 1),
 		devices:       newDeviceInputs(),
 		bindGate:      newBindGate(int(args.MaxBindingPods)),
+		bindRetries:   newBindRetries(int(args.MaxBindAttempts)),
 		agRetention:   time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
 	}
 	if args.AffinityGroupStatus {
@@ -156,6 +166,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	p.warnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.victimGrace = args.VictimGracePeriodSeconds
 	p.evictor = newEvictor(ctx, p.deletePod, p.stillVictim)
+	p.bindEvictor = newEvictor(ctx, p.deletePod, p.stillGivenUp)
 	p.records = newRecordWriter(p.syncDowngradeRecord, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
@@ -372,6 +383,11 @@ type cycleState struct {
 	// rejected: PreFilter refused the pod (bad request, or the group
 	// waits); its message is the whole story, see PostFilter.
 	rejected bool
+	// bindErr: the binding cycle failed once the pod was on its way to
+	// its node (Bind's call, PreBind's placement patch, or the profile's
+	// binder after PreBind); Unreserve then retries it on the same cells
+	// (bindretry.go). Only the pod's own binding goroutine touches it.
+	bindErr error
 }
 
 func (s *cycleState) Clone() fwk.StateData { return s }
@@ -416,6 +432,23 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
 			p.ags.refuse(name, "VirtualClusterRefused", reason)
 			return reject(state, fwk.UnschedulableAndUnresolvable, reason)
+		}
+	}
+	// A placement given up after binding failures goes back to Pending once
+	// its bound members are gone (bindretry.go).
+	if hasGroup && agState == cellcore.AGAllocated {
+		rolledBack, st := p.givenUpPreFilter(klog.FromContext(ctx), state, name)
+		if st != nil {
+			return nil, st
+		}
+		if rolledBack {
+			agState = cellcore.AGPending
+			if have, want := p.groups.memberCount(name), req.totalPods(); have < want {
+				// Its bound members were deleted: placed anew once its
+				// owner has created them again (PreEnqueue holds it).
+				return reject(state, fwk.UnschedulableAndUnresolvable,
+					fmt.Sprintf("waiting for the members of affinity group %s: %d of %d pods exist", name, have, want))
+			}
 		}
 	}
 	// A group allocated long ago whose pods never bound (another plugin keeps
@@ -676,7 +709,13 @@ func (p *HiveSched) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.P
 // and the members waiting at Permit are rejected: all-or-nothing.
 func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
 	s := readState(state)
-	if s == nil {
+	if s == nil || s.group == "" {
+		return
+	}
+	if s.bindErr != nil && !apierrors.IsNotFound(s.bindErr) {
+		// The binding failed (a pod deleted meanwhile is not retried: its
+		// group waits for a replacement as any incomplete gang does).
+		p.bindFailed(ctx, s, pod, nodeName)
 		return
 	}
 	if !p.groups.unreserve(s.group, pod) {
@@ -806,14 +845,24 @@ func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 			err = c.WaitOnFinish(ctx, onFinish)
 		}
 		if err != nil {
+			s.bindErr = err
 			return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: %w", pod.Namespace, pod.Name, err))
 		}
 		return nil
 	}
 	if err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		s.bindErr = err
 		return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
 	return nil
+}
+
+// PostBind forgets the member's binding failures: it is bound.
+func (p *HiveSched) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	if s := readState(state); s != nil && s.group != "" {
+		s.bindErr = nil
+		p.bindRetries.bound(s.group, pod.UID)
+	}
 }
 
 // PreBind is the fallback for a profile where another bind plugin runs before
@@ -829,10 +878,19 @@ func (p *HiveSched) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.P
 		return fwk.AsStatus(err)
 	}
 	if err := p.annotate(ctx, pod, ann); err != nil {
+		s.bindErr = err
 		return fwk.AsStatus(fmt.Errorf("persisting placement: %w", err))
 	}
+	// From here only the profile's binder can fail the cycle: if it does,
+	// Unreserve sees this and retries the pod as a binding failure; once
+	// bound, PostBind clears it.
+	s.bindErr = errBinderFailed
 	return nil
 }
+
+// errBinderFailed is the binding failure Unreserve sees when the profile's
+// bind plugin (not HiveSched) failed after PreBind wrote the placement.
+var errBinderFailed = errors.New("the profile's bind plugin failed to bind it")
 
 // PreBindPreFlight tells the framework whether PreBind has work for the pod:
 // only for our pods, and only when HiveSched is not the profile's first binder.

@@ -108,6 +108,7 @@ profiles:
 		StatusUpdateIntervalSeconds:   5,                 // defaulted
 		VictimGracePeriodSeconds:      30,                // defaulted
 		MaxBindingPods:                64,                // defaulted
+		MaxBindAttempts:               3,                 // defaulted
 		InspectBindAddress:            "127.0.0.1:10262", // defaulted
 		LeafCellResourceName:          "nvidia.com/gpu",
 		AffinityGroupStatus:           true,
@@ -134,6 +135,7 @@ profiles:
 		StatusUpdateIntervalSeconds:   5,
 		VictimGracePeriodSeconds:      30,
 		MaxBindingPods:                64,
+		MaxBindAttempts:               3,
 		InspectBindAddress:            "127.0.0.1:10262",
 		LeafCellResourceName:          "nvidia.com/gpu",
 		AffinityGroupStatus:           true,

@@ -30,6 +30,11 @@ const (
 	// flight after a stall upstream). 16 cost a quarter of the throughput
 	// in test/perf (docs/perf.md).
 	DefaultMaxBindingPods int32 = 64
+	// DefaultMaxBindAttempts is the default MaxBindAttempts: enough for an
+	// API server restart or a conflict to pass (the framework backs a pod
+	// off 1 s, then 2 s), few enough that a gang is not held partly bound
+	// for long by a binding that never succeeds.
+	DefaultMaxBindAttempts int32 = 3
 	// DefaultInspectBindAddress is the default InspectBindAddress.
 	DefaultInspectBindAddress = "127.0.0.1:10262"
 	// DefaultLeafCellResourceName is the default LeafCellResourceName.
@@ -55,6 +60,10 @@ func SetDefaults_HiveSchedArgs(obj *HiveSchedArgs) { //nolint:revive,stylecheck 
 	if obj.MaxBindingPods == nil {
 		v := DefaultMaxBindingPods
 		obj.MaxBindingPods = &v
+	}
+	if obj.MaxBindAttempts == nil {
+		v := DefaultMaxBindAttempts
+		obj.MaxBindAttempts = &v
 	}
 	if obj.InspectBindAddress == nil {
 		v := DefaultInspectBindAddress

@@ -60,6 +60,18 @@ type HiveSchedArgs struct {
 	// +optional
 	MaxBindingPods *int32 `json:"maxBindingPods,omitempty"`
 
+	// MaxBindAttempts bounds how often a member of an affinity group is
+	// bound before the scheduler gives up on the group's placement. A
+	// member whose binding API call fails is retried on the same cells
+	// after the framework's backoff (the group keeps its allocation, so no
+	// other group takes them meanwhile); after MaxBindAttempts failures in
+	// a row the group goes back to Pending with a BindFailed event and is
+	// placed again. Members already bound are then deleted (their owner
+	// creates them again): a gang is never left partly bound. Defaults to
+	// 3; from 1 to 100.
+	// +optional
+	MaxBindAttempts *int32 `json:"maxBindAttempts,omitempty"`
+
 	// InspectBindAddress is where the read-only inspect API listens (plain
 	// HTTP, host:port; apis/inspect/v1). Defaults to 127.0.0.1:10262: on
 	// the scheduler's own host only. Set "" to disable it, or ":10262" to

@@ -121,6 +121,9 @@ func autoConvert_v1_HiveSchedArgs_To_config_HiveSchedArgs(in *HiveSchedArgs, out
 	if err := metav1.Convert_Pointer_int32_To_int32(&in.MaxBindingPods, &out.MaxBindingPods, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int32_To_int32(&in.MaxBindAttempts, &out.MaxBindAttempts, s); err != nil {
+		return err
+	}
 	if err := metav1.Convert_Pointer_string_To_string(&in.InspectBindAddress, &out.InspectBindAddress, s); err != nil {
 		return err
 	}
@@ -155,6 +158,9 @@ func autoConvert_config_HiveSchedArgs_To_v1_HiveSchedArgs(in *config.HiveSchedAr
 		return err
 	}
 	if err := metav1.Convert_int32_To_Pointer_int32(&in.MaxBindingPods, &out.MaxBindingPods, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int32_To_Pointer_int32(&in.MaxBindAttempts, &out.MaxBindAttempts, s); err != nil {
 		return err
 	}
 	if err := metav1.Convert_string_To_Pointer_string(&in.InspectBindAddress, &out.InspectBindAddress, s); err != nil {

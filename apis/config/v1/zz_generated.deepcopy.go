@@ -68,6 +68,11 @@ func (in *HiveSchedArgs) DeepCopyInto(out *HiveSchedArgs) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MaxBindAttempts != nil {
+		in, out := &in.MaxBindAttempts, &out.MaxBindAttempts
+		*out = new(int32)
+		**out = **in
+	}
 	if in.InspectBindAddress != nil {
 		in, out := &in.InspectBindAddress, &out.InspectBindAddress
 		*out = new(string)

@@ -49,6 +49,10 @@ const (
 // practice, and 0 says that plainly.
 const MaxMaxBindingPods int32 = 10000
 
+// MaxMaxBindAttempts bounds maxBindAttempts: with the framework's backoff
+// (at most 10 s) a gang is held partly bound at most about a quarter hour.
+const MaxMaxBindAttempts int32 = 100
+
 // ValidateHiveSchedArgs validates the scalar fields of args and that a cell
 // model is present. path is the field path of args (may be nil).
 func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
@@ -72,6 +76,10 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 	if v := args.MaxBindingPods; v < 0 || v > MaxMaxBindingPods {
 		allErrs = append(allErrs, field.Invalid(path.Child("maxBindingPods"),
 			v, fmt.Sprintf("must be from 0 (no limit) to %d", MaxMaxBindingPods)))
+	}
+	if v := args.MaxBindAttempts; v < 1 || v > MaxMaxBindAttempts {
+		allErrs = append(allErrs, field.Invalid(path.Child("maxBindAttempts"),
+			v, fmt.Sprintf("must be from 1 to %d", MaxMaxBindAttempts)))
 	}
 	if v := args.AffinityGroupRetentionSeconds; v < 0 || v > MaxAffinityGroupRetentionSeconds {
 		allErrs = append(allErrs, field.Invalid(path.Child("affinityGroupRetentionSeconds"),

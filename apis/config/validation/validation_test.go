@@ -36,6 +36,7 @@ func validArgs() *config.HiveSchedArgs {
 		PermitWaitingTimeSeconds:    60,
 		StatusUpdateIntervalSeconds: 5,
 		VictimGracePeriodSeconds:    30,
+		MaxBindAttempts:             3,
 		LeafCellResourceName:        "nvidia.com/gpu",
 	}
 }
@@ -98,6 +99,17 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 			name:     "negative binding limit",
 			mutate:   func(a *config.HiveSchedArgs) { a.MaxBindingPods = -1 },
 			wantErrs: []string{"args.maxBindingPods: Invalid value: -1: must be from 0 (no limit) to 10000"},
+		},
+		{name: "one bind attempt", mutate: func(a *config.HiveSchedArgs) { a.MaxBindAttempts = 1 }},
+		{
+			name:     "no bind attempt",
+			mutate:   func(a *config.HiveSchedArgs) { a.MaxBindAttempts = 0 },
+			wantErrs: []string{"args.maxBindAttempts: Invalid value: 0: must be from 1 to 100"},
+		},
+		{
+			name:     "bind attempts above the cap",
+			mutate:   func(a *config.HiveSchedArgs) { a.MaxBindAttempts = 101 },
+			wantErrs: []string{"args.maxBindAttempts: Invalid value: 101: must be from 1 to 100"},
 		},
 		{
 			name:     "victim grace period above the cap",

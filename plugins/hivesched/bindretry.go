@@ -1,0 +1,234 @@
+package hivesched
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+// Bind failures (seed 004, docs/affinitygroups.md "Bind failures"). A
+// member whose binding call fails is retried on the cells its group holds:
+// the group stays Allocated, so no other group takes them while the member
+// waits out the framework's backoff. After maxBindAttempts failures of a
+// member in a row the scheduler gives up on the placement: the group goes
+// back to Pending (AG extension x1) and is placed again, and members that
+// did bind are deleted first, because a gang is never left partly bound
+// and an Allocated group cannot go Pending while pods run on its cells.
+
+// reasonPlacementGivenUp is the event reason of a give-up. Not BindFailed,
+// the retries' reason: events of one reason about one pod are folded into
+// a series that keeps the first note, and the give-up must be read.
+const reasonPlacementGivenUp = "PlacementGivenUp"
+
+// bindRetries counts the binding failures of each group's members in a row
+// and remembers the groups the scheduler gave up on.
+type bindRetries struct {
+	limit int
+
+	mu     sync.Mutex
+	groups map[string]*bindRecord
+}
+
+type bindRecord struct {
+	failures map[types.UID]int // binding failures in a row, per member
+	// gaveUp: the placement is abandoned; once no member is bound (the
+	// bound ones are being deleted) the group is rolled back to Pending.
+	gaveUp bool
+}
+
+func newBindRetries(limit int) *bindRetries {
+	if limit < 1 {
+		limit = 1
+	}
+	return &bindRetries{limit: limit, groups: map[string]*bindRecord{}}
+}
+
+// failed counts one binding failure of the member and returns its failures
+// in a row and whether that reaches the limit.
+func (r *bindRetries) failed(group string, uid types.UID) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.groups[group]
+	if rec == nil {
+		rec = &bindRecord{failures: map[types.UID]int{}}
+		r.groups[group] = rec
+	}
+	rec.failures[uid]++
+	n := rec.failures[uid]
+	return n, n >= r.limit
+}
+
+// bound forgets a member's failures: its binding went through.
+func (r *bindRetries) bound(group string, uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec := r.groups[group]; rec != nil && !rec.gaveUp {
+		delete(rec.failures, uid)
+		if len(rec.failures) == 0 {
+			delete(r.groups, group)
+		}
+	}
+}
+
+// giveUp marks the group's placement abandoned.
+func (r *bindRetries) giveUp(group string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.groups[group]
+	if rec == nil {
+		rec = &bindRecord{failures: map[types.UID]int{}}
+		r.groups[group] = rec
+	}
+	rec.gaveUp = true
+}
+
+// gaveUp reports whether the group's placement is abandoned.
+func (r *bindRetries) gaveUp(group string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.groups[group]
+	return rec != nil && rec.gaveUp
+}
+
+// forget drops everything about the group: it went back to Pending, or
+// it is gone.
+func (r *bindRetries) forget(group string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.groups, group)
+}
+
+// bindFailed handles Unreserve after the member's binding failed (Bind's
+// call, or PreBind's placement patch when another plugin binds): below the
+// limit only this member retries, on the same cells; at the limit the
+// scheduler gives up on the placement.
+func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, nodeName string) {
+	logger := klog.FromContext(ctx)
+	group := s.group
+	p.groups.unreserveMember(group, pod)
+	if st, ok := p.core.AffinityGroupState(group); !ok || st != cellcore.AGAllocated {
+		// Given up by another member's failure, preempted or deleted
+		// meanwhile: nothing to retry on.
+		return
+	}
+	n, limit := p.bindRetries.failed(group, pod.UID)
+	bindFailures.WithLabelValues(p.groupVC(group)).Inc()
+	if !limit {
+		msg := fmt.Sprintf("binding member %s to node %s failed (attempt %d of %d): %v; it is retried on the same cells after a backoff",
+			pod.Name, nodeName, n, p.bindRetries.limit, s.bindErr)
+		logger.Info("binding failed, retrying on the same cells", "pod", klog.KObj(pod), "group", group, "node", nodeName, "attempt", n, "err", s.bindErr)
+		p.event(pod, v1.EventTypeWarning, "BindFailed", msg)
+		p.ags.waiting(group, "BindFailed", msg, nil)
+		return
+	}
+	// The API server, not the informer, says which members are bound: a
+	// binding whose response was lost may have gone through.
+	bound := p.boundMembers(ctx, group)
+	for _, b := range bound {
+		if b.UID == pod.UID {
+			// This very binding went through after all.
+			p.bindRetries.bound(group, pod.UID)
+			return
+		}
+	}
+	p.bindRetries.giveUp(group)
+	bindGiveUps.WithLabelValues(p.groupVC(group)).Inc()
+	if len(bound) == 0 {
+		msg := fmt.Sprintf("binding member %s to node %s failed %d times in a row (last: %v): affinity group %s gave its cells back and is Pending again, to be placed anew",
+			pod.Name, nodeName, n, s.bindErr, group)
+		logger.Info("giving up a placement after binding failures", "pod", klog.KObj(pod), "group", group, "node", nodeName, "attempts", n)
+		p.rollBackGivenUp(logger, group, msg)
+		return
+	}
+	names := make([]string, 0, len(bound))
+	for _, b := range bound {
+		names = append(names, b.Name)
+	}
+	msg := fmt.Sprintf("binding member %s to node %s failed %d times in a row (last: %v): affinity group %s gives its placement up; its bound members %s are deleted (their owner creates them again) and the group is placed anew once they are gone, never left partly bound",
+		pod.Name, nodeName, n, s.bindErr, group, joinNames(names))
+	logger.Info("giving up a partly bound placement after binding failures: deleting its bound members", "pod", klog.KObj(pod), "group", group, "node", nodeName, "attempts", n, "bound", names)
+	p.ags.bindGaveUp(group, msg)
+	for _, m := range p.groups.pods(group) {
+		p.event(m, v1.EventTypeWarning, reasonPlacementGivenUp, msg)
+	}
+	for _, b := range p.bindEvictor.evict(logger, bound) {
+		logger.V(2).Info("deleting a bound member of a group whose placement was given up", "pod", klog.KObj(b), "group", group)
+	}
+}
+
+// rollBackGivenUp returns an abandoned placement with no bound member to
+// Pending (AG x1) and tells the members why.
+func (p *HiveSched) rollBackGivenUp(logger klog.Logger, group, msg string) {
+	p.bindGate.forget(group)
+	if err := p.core.RollbackAffinityGroup(group); err == nil {
+		p.statusChanged()
+	}
+	p.bindRetries.forget(group)
+	p.groups.clearReserved(group)
+	p.ags.waiting(group, "BindFailed", msg, nil)
+	for _, m := range p.groups.pods(group) {
+		p.event(m, v1.EventTypeWarning, reasonPlacementGivenUp, msg)
+	}
+	p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
+		if p.groups.groupOf(wp.GetPod()) == group {
+			wp.Reject(Name, msg)
+		}
+	})
+	logger.V(2).Info("rolled back an abandoned placement", "group", group)
+}
+
+// givenUpPreFilter is PreFilter's part for a group whose placement was
+// given up: rolled back once no member is bound or reserved, else the
+// member waits for the bound ones to be deleted (their deletion requeues
+// it). ok is false when the pod must wait with status st.
+func (p *HiveSched) givenUpPreFilter(logger klog.Logger, state fwk.CycleState, group string) (rolledBack bool, st *fwk.Status) {
+	if !p.bindRetries.gaveUp(group) {
+		return false, nil
+	}
+	if p.groups.unused(group) {
+		p.bindGate.forget(group)
+		if err := p.core.RollbackAffinityGroup(group); err == nil {
+			p.statusChanged()
+		}
+		p.bindRetries.forget(group)
+		logger.V(2).Info("rolled back an abandoned placement: its bound members are gone", "group", group)
+		return true, nil
+	}
+	msg := fmt.Sprintf("affinity group %s gave its placement up after binding failures: waiting for its bound members to be deleted before it is placed anew", group)
+	_, st = reject(state, fwk.Unschedulable, msg)
+	return false, st
+}
+
+// stillGivenUp is the bind evictor's check before every deletion attempt:
+// only members of a group whose placement is still abandoned are deleted.
+func (p *HiveSched) stillGivenUp(pod *v1.Pod) bool {
+	return p.bindRetries.gaveUp(p.groups.groupOf(pod))
+}
+
+// boundMembers asks the API server (not the informer) which members of the
+// group are bound. Only the failure paths call it, never the hot path.
+func (p *HiveSched) boundMembers(ctx context.Context, group string) []*v1.Pod {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out []*v1.Pod
+	for _, m := range p.groups.pods(group) {
+		got, err := p.handle.ClientSet().CoreV1().Pods(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
+		if err != nil || got.UID != m.UID {
+			continue // gone, replaced, or unknown: nothing of it to keep
+		}
+		if got.Spec.NodeName != "" && got.DeletionTimestamp == nil {
+			out = append(out, got)
+		}
+	}
+	return out
+}
