@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 
 	hv1listers "github.com/hivesched/hivesched/apis/generated/listers/hivesched/v1alpha1"
@@ -555,8 +556,11 @@ func (p *HiveSched) syncAG(ctx context.Context, logger klog.Logger, key string, 
 			}
 		}
 	}
-	// Seed 004's pending timeout: admitted, nothing bound, too long.
-	if e.phase == hv1.AffinityGroupAccepted && e.failReason == "" && obs.bound == 0 && !e.admitted.IsZero() {
+	// Seed 004's pending timeout: admitted, nothing bound, too long. A
+	// group the core has placed (Allocated) is binding, not pending: its
+	// binding is bounded by the Permit timeout and maxBindAttempts.
+	placed := inCore && coreSt.State == cellcore.AGAllocated
+	if e.phase == hv1.AffinityGroupAccepted && e.failReason == "" && obs.bound == 0 && !e.admitted.IsZero() && !placed {
 		if to := p.pendingTimeout(e); to > 0 && now.Sub(e.admitted) >= to {
 			e.fail("PendingTimeout", fmt.Sprintf("pending for longer than its pending timeout of %s: %s", to, e.message))
 			timedOut = pods
@@ -703,7 +707,19 @@ func (p *HiveSched) pendingTimeout(e *agEntry) time.Duration {
 // forgets it (a Preempting group's reservations go back). Its pods are
 // left to their owner unless the VC says to delete them.
 func (p *HiveSched) pendingTimedOut(logger klog.Logger, group string, pods []*v1.Pod) {
-	if st, ok := p.core.AffinityGroupState(group); ok && (st == cellcore.AGPending || st == cellcore.AGPreempting) {
+	st, ok := p.core.AffinityGroupState(group)
+	if ok && st == cellcore.AGAllocated && p.groups.boundCount(group) == 0 {
+		// Placed by a PreFilter that ran while the timeout fired: its
+		// members wait at Permit (or bind now, and a bound one is adopted
+		// from its record); the timeout wins.
+		p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
+			if p.groups.groupOf(wp.GetPod()) == group {
+				wp.Reject(Name, "affinity group "+group+" failed: pending timeout")
+			}
+		})
+		st = cellcore.AGPending
+	}
+	if ok && (st == cellcore.AGPending || st == cellcore.AGPreempting) {
 		res, err := p.core.DeleteAffinityGroup(group)
 		if err != nil {
 			logger.Error(err, "forgetting a timed-out affinity group", "group", group)

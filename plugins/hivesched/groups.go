@@ -332,6 +332,21 @@ func (x *groupIndex) unreserve(group string, pod *v1.Pod) bool {
 	return true
 }
 
+// boundCount is how many members of the group the informer shows bound.
+func (x *groupIndex) boundCount(group string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	if g := x.groups[group]; g != nil {
+		for _, p := range g.pods {
+			if p.Spec.NodeName != "" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // unreserveMember drops one member's reservation and leaves the others:
 // its binding failed, and it alone retries on the group's cells.
 func (x *groupIndex) unreserveMember(group string, pod *v1.Pod) {

@@ -492,6 +492,15 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	switch d.Kind {
 	case cellcore.Placed:
+		if msg := p.ags.ended(name, pod); msg != "" {
+			// The pending timeout fired while the core placed it (the
+			// writer forgot the group after this PreFilter's first
+			// check): the cells go back.
+			if _, err := p.core.DeleteAffinityGroup(name); err == nil {
+				p.statusChanged()
+			}
+			return reject(state, fwk.UnschedulableAndUnresolvable, msg)
+		}
 		p.groups.allocated(name)
 		p.ags.waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
 		return p.assign(state, pod, req)

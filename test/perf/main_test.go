@@ -130,6 +130,9 @@ func render(dir string) (string, error) {
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-ungated-%d.yaml", n)), withHiveArg(schedulerConfig(n, true), "maxBindingPods", 0)); err != nil {
 			return "", err
 		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-gate64-%d.yaml", n)), withHiveArg(schedulerConfig(n, true), "maxBindingPods", 64)); err != nil {
+			return "", err
+		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-inspected-%d.yaml", n)), withInspectAPI(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}

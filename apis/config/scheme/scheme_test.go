@@ -107,7 +107,7 @@ profiles:
 		PermitWaitingTimeSeconds:      30,                // explicitly set
 		StatusUpdateIntervalSeconds:   5,                 // defaulted
 		VictimGracePeriodSeconds:      30,                // defaulted
-		MaxBindingPods:                64,                // defaulted
+		MaxBindingPods:                16,                // defaulted
 		MaxBindAttempts:               3,                 // defaulted
 		InspectBindAddress:            "127.0.0.1:10262", // defaulted
 		LeafCellResourceName:          "nvidia.com/gpu",
@@ -134,7 +134,7 @@ profiles:
 		PermitWaitingTimeSeconds:      60,
 		StatusUpdateIntervalSeconds:   5,
 		VictimGracePeriodSeconds:      30,
-		MaxBindingPods:                64,
+		MaxBindingPods:                16,
 		MaxBindAttempts:               3,
 		InspectBindAddress:            "127.0.0.1:10262",
 		LeafCellResourceName:          "nvidia.com/gpu",

@@ -23,13 +23,15 @@ const (
 	DefaultStatusUpdateIntervalSeconds int64 = 5
 	// DefaultVictimGracePeriodSeconds is the default VictimGracePeriodSeconds.
 	DefaultVictimGracePeriodSeconds int64 = 30
-	// DefaultMaxBindingPods is the default MaxBindingPods: above the
-	// bindings a busy API server has in flight in steady state (throughput
-	// times latency: 350 pods/s x 0.1-0.14 s in test/perf), so that it costs
-	// no throughput, and far below the floods it stops (1250 bindings in
-	// flight after a stall upstream). 16 cost a quarter of the throughput
-	// in test/perf (docs/perf.md).
-	DefaultMaxBindingPods int32 = 64
+	// DefaultMaxBindingPods is the default MaxBindingPods: two gangs of 8
+	// in flight. A gang's members land apart by about the API server's
+	// latency variance at the depth it is kept at: in test/perf (500 and
+	// 5000 nodes, Gangs8x1) 16 kept the bind spread p99 at 43-64 ms with
+	// throughput equal to or above 64's and no gate's; 64 gave 93-209 ms.
+	// The cost: while pods are created faster than the API server binds
+	// them, they wait here instead of in the API server (docs/perf.md,
+	// "Bind spread").
+	DefaultMaxBindingPods int32 = 16
 	// DefaultMaxBindAttempts is the default MaxBindAttempts: enough for an
 	// API server restart or a conflict to pass (the framework backs a pod
 	// off 1 s, then 2 s), few enough that a gang is not held partly bound

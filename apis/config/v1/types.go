@@ -55,7 +55,7 @@ type HiveSchedArgs struct {
 	// they passed Permit, while their members fit (a gang larger than the
 	// limit goes alone): a gang's bindings then reach an API server that is
 	// not flooded, and its members are bound together instead of seconds
-	// apart. Defaults to 64; 0 means no limit (every pod binds as soon as
+	// apart. Defaults to 16; 0 means no limit (every pod binds as soon as
 	// Permit lets it go, as the framework does); at most 10000.
 	// +optional
 	MaxBindingPods *int32 `json:"maxBindingPods,omitempty"`
