@@ -3,10 +3,12 @@ package hivesched
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -133,7 +135,16 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 	}
 	// The API server, not the informer, says which members are bound: a
 	// binding whose response was lost may have gone through.
-	bound := p.boundMembers(ctx, group)
+	bound, err := p.boundMembers(ctx, group)
+	if err != nil {
+		// Unknown which members are bound (the API server is down, say):
+		// rolling back might free cells that pods run on. Keep the cells;
+		// the member's next failure asks again.
+		logger.Info("binding failed, and which members are bound is unknown: keeping the placement", "pod", klog.KObj(pod), "group", group, "attempts", n, "err", err)
+		p.event(pod, v1.EventTypeWarning, "BindFailed", fmt.Sprintf("binding member %s to node %s failed %d times in a row (last: %v); the placement is kept until the API server says which members are bound (%v)",
+			pod.Name, nodeName, n, s.bindErr, err))
+		return
+	}
 	for _, b := range bound {
 		if b.UID == pod.UID {
 			// This very binding went through after all.
@@ -154,6 +165,7 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 	for _, b := range bound {
 		names = append(names, b.Name)
 	}
+	sort.Strings(names)
 	msg := fmt.Sprintf("binding member %s to node %s failed %d times in a row (last: %v): affinity group %s gives its placement up; its bound members %s are deleted (their owner creates them again) and the group is placed anew once they are gone, never left partly bound",
 		pod.Name, nodeName, n, s.bindErr, group, joinNames(names))
 	logger.Info("giving up a partly bound placement after binding failures: deleting its bound members", "pod", klog.KObj(pod), "group", group, "node", nodeName, "attempts", n, "bound", names)
@@ -216,19 +228,23 @@ func (p *HiveSched) stillGivenUp(pod *v1.Pod) bool {
 }
 
 // boundMembers asks the API server (not the informer) which members of the
-// group are bound. Only the failure paths call it, never the hot path.
-func (p *HiveSched) boundMembers(ctx context.Context, group string) []*v1.Pod {
+// group are bound; an error when it cannot tell. Only the failure paths
+// call it, never the hot path.
+func (p *HiveSched) boundMembers(ctx context.Context, group string) ([]*v1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var out []*v1.Pod
 	for _, m := range p.groups.pods(group) {
 		got, err := p.handle.ClientSet().CoreV1().Pods(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
-		if err != nil || got.UID != m.UID {
-			continue // gone, replaced, or unknown: nothing of it to keep
+		if apierrors.IsNotFound(err) || (err == nil && got.UID != m.UID) {
+			continue // gone or replaced: nothing of it to keep
 		}
-		if got.Spec.NodeName != "" && got.DeletionTimestamp == nil {
+		if err != nil {
+			return nil, fmt.Errorf("reading member %s/%s: %w", m.Namespace, m.Name, err)
+		}
+		if got.Spec.NodeName != "" {
 			out = append(out, got)
 		}
 	}
-	return out
+	return out, nil
 }

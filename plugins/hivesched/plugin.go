@@ -750,19 +750,17 @@ func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1
 }
 
 // boundMember asks the API server (not the informer) whether a member of
-// the group is bound, and returns its name. Only Unreserve calls it, before
-// rolling a group back: a failure path, never the per-node hot path.
+// the group is bound, and returns its name ("" if none; a description if
+// the API server cannot tell, so that nothing is rolled back blind). Only
+// Unreserve calls it, before rolling a group back: a failure path, never
+// the per-node hot path.
 func (p *HiveSched) boundMember(ctx context.Context, group string) string {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for _, m := range p.groups.pods(group) {
-		got, err := p.handle.ClientSet().CoreV1().Pods(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
-		if err != nil || got.UID != m.UID {
-			continue // gone, replaced, or unknown: nothing of it to keep
-		}
-		if got.Spec.NodeName != "" {
-			return m.Namespace + "/" + m.Name
-		}
+	bound, err := p.boundMembers(ctx, group)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	if len(bound) > 0 {
+		return bound[0].Namespace + "/" + bound[0].Name
 	}
 	return ""
 }
