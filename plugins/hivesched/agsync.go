@@ -255,18 +255,10 @@ func (t *agTracker) refuse(group, reason, msg string) {
 
 // preempted notes that the group's pods are deleted for a preemptor.
 func (t *agTracker) preempted(group, by string) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.groups[group]
-	if e == nil || terminalPhase(e.phase) {
-		return
-	}
-	e.preemptedBy = by
-	e.fail("Preempted", fmt.Sprintf("preempted by affinity group %s: its pods are deleted", by))
-	t.changed(e)
+	t.podsDeleted(group, func(e *agEntry) {
+		e.preemptedBy = by
+		e.fail("Preempted", fmt.Sprintf("preempted by affinity group %s: its pods are deleted", by))
+	})
 }
 
 // bindGaveUp notes that the group's partly bound placement was given up
@@ -274,6 +266,16 @@ func (t *agTracker) preempted(group, by string) {
 // lifecycle fails with reason BindFailed (not MemberDeleted); the pods
 // its owner creates again start a new one.
 func (t *agTracker) bindGaveUp(group, msg string) {
+	t.podsDeleted(group, func(e *agEntry) {
+		e.fail("BindFailed", msg)
+		e.reason, e.message = "BindFailed", msg
+	})
+}
+
+// podsDeleted records, with note, why the scheduler deletes the pods of a
+// live group: the first reason is the lifecycle's failure reason, whatever
+// the deletions show later.
+func (t *agTracker) podsDeleted(group string, note func(*agEntry)) {
 	if t == nil {
 		return
 	}
@@ -283,8 +285,7 @@ func (t *agTracker) bindGaveUp(group, msg string) {
 	if e == nil || terminalPhase(e.phase) {
 		return
 	}
-	e.fail("BindFailed", msg)
-	e.reason, e.message = "BindFailed", msg
+	note(e)
 	t.changed(e)
 }
 

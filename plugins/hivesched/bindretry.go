@@ -55,16 +55,22 @@ func newBindRetries(limit int) *bindRetries {
 	return &bindRetries{limit: limit, groups: map[string]*bindRecord{}}
 }
 
-// failed counts one binding failure of the member and returns its failures
-// in a row and whether that reaches the limit.
-func (r *bindRetries) failed(group string, uid types.UID) (int, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// recordLocked returns the group's record, created if missing.
+func (r *bindRetries) recordLocked(group string) *bindRecord {
 	rec := r.groups[group]
 	if rec == nil {
 		rec = &bindRecord{failures: map[types.UID]int{}}
 		r.groups[group] = rec
 	}
+	return rec
+}
+
+// failed counts one binding failure of the member and returns its failures
+// in a row and whether that reaches the limit.
+func (r *bindRetries) failed(group string, uid types.UID) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.recordLocked(group)
 	rec.failures[uid]++
 	n := rec.failures[uid]
 	return n, n >= r.limit
@@ -86,11 +92,7 @@ func (r *bindRetries) bound(group string, uid types.UID) {
 func (r *bindRetries) giveUp(group string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec := r.groups[group]
-	if rec == nil {
-		rec = &bindRecord{failures: map[types.UID]int{}}
-		r.groups[group] = rec
-	}
+	rec := r.recordLocked(group)
 	rec.gaveUp = true
 }
 
