@@ -199,16 +199,27 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		}
 		return
 	}
+	if !recovered {
+		p.groups.untrack(pod)
+		return
+	}
+	// Release the cells before the pod leaves the index: while it is in
+	// the index the queue's pod-deleted hint leaves the waiting pods alone
+	// (hintPodDeleted), so none is tried against cells about to be freed.
+	var res cellcore.PodDeletion
+	var err error
+	if group := p.groups.groupOf(pod); group != "" {
+		res, err = p.core.DeletePod(group, podKey(pod))
+	}
 	req, empty := p.groups.untrack(pod)
-	if req == nil || !recovered {
+	if req == nil {
 		return
 	}
 	group := req.group.Name
-	p.ags.gone(group, pod, deleted, empty)
-	res, err := p.core.DeletePod(group, podKey(pod))
 	if err != nil {
 		logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", group)
 	}
+	p.ags.gone(group, pod, deleted, empty)
 	p.statusChanged()
 	freed := res.FreedLeaves
 	if empty {
@@ -232,7 +243,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		// A preempted victim's cells go Reserved for its preemptor instead
 		// (activated above): nobody else can use them, and requeueing every
 		// waiting pod for each victim would be wasted work.
-		p.activateWaiting(logger, req.group.VirtualCluster)
+		p.activateWaiting(logger, "")
 	}
 }
 

@@ -944,6 +944,15 @@ func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	if !ok {
 		return fwk.Queue, nil
 	}
+	if p.recovered.Load() && p.groups.groupOf(deleted) != "" {
+		// Our pod informer's handler has not processed the deletion yet:
+		// the core still holds its cells. Requeueing now would let the
+		// pods popped before the release fail and the one popped after it
+		// win, whatever the queue's order (the VC's sequencer). The
+		// handler releases the cells, then activates every waiting pod
+		// at once (onPod, activateWaiting), so the order decides.
+		return fwk.QueueSkip, nil
+	}
 	// Parse without caching: the pod is gone from the index.
 	if req, err := p.parse(deleted); err == nil && req != nil {
 		return fwk.Queue, nil // its cells may be free now
