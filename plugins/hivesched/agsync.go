@@ -61,6 +61,10 @@ type agEntry struct {
 
 	dirty     bool
 	lastWrite time.Time
+	// timeoutAt: when the group's pending timeout fires, while it is
+	// Accepted with nothing bound; the writer wakes for it, whatever the
+	// write interval.
+	timeoutAt time.Time
 	seenAt    time.Time // when this process first saw the group
 }
 
@@ -486,6 +490,12 @@ func (p *HiveSched) writeAGs(ctx context.Context, logger klog.Logger, now time.T
 	var work []agWork
 	var next time.Time
 	for k, e := range t.groups {
+		if !e.timeoutAt.IsZero() && !now.Before(e.timeoutAt) {
+			// Its pending timeout is due: decided now, not at the next
+			// interval (the status write itself stays rate limited).
+			work = append(work, agWork{k, e})
+			continue
+		}
 		if !e.dirty && !all {
 			continue
 		}
@@ -519,6 +529,14 @@ func (p *HiveSched) writeAGs(ctx context.Context, logger klog.Logger, now time.T
 			next = due
 		}
 	}
+	// Wake for the next pending timeout (syncAG above may have set one).
+	t.mu.Lock()
+	for _, e := range t.groups {
+		if at := e.timeoutAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	t.mu.Unlock()
 	return next
 }
 
@@ -594,6 +612,12 @@ func (p *HiveSched) syncAG(ctx context.Context, logger klog.Logger, key string, 
 		}
 	}
 	e.phase = phase
+	e.timeoutAt = time.Time{}
+	if phase == hv1.AffinityGroupAccepted && e.failReason == "" && obs.bound == 0 && !placed && !e.admitted.IsZero() {
+		if to := p.pendingTimeout(e); to > 0 {
+			e.timeoutAt = e.admitted.Add(to)
+		}
+	}
 	st := p.agStatus(e, coreSt, inCore, pods, obs, running)
 	obj, spec, explicit, owner := e.obj, e.spec, e.explicit, e.owner
 	last, seenAt := e.lastWrite, e.seenAt

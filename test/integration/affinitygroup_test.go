@@ -321,7 +321,9 @@ func TestPendingTimeout(t *testing.T) {
 	}
 	setTimeout("pt-keep", 2, false)
 	setTimeout("pt-del", 2, true)
-	s := c.startScheduler(t, physicalCluster("pt", 1, 2, 0))
+	// A status interval longer than the timeouts: the timeout must fire
+	// on time, not at the writer's next pass.
+	s := c.startScheduler(t, physicalCluster("pt", 1, 2, 0), withStatusInterval(5))
 
 	// Each VC's node is held by a higher-priority group.
 	holdKeep := gangPods("pt", "hold-keep", "pt-keep", 9, 1, 8)
@@ -338,6 +340,9 @@ func TestPendingTimeout(t *testing.T) {
 		require.Contains(t, ag.Status.Message, "pt/hold-keep", "and what it waited for")
 		require.NotNil(t, ag.Status.FinishedTime)
 		require.True(t, ag.Status.FinishedTime.Sub(ag.Status.AdmittedTime.Time) >= 2*time.Second)
+		// On time (the times have whole seconds), not up to an interval
+		// (5 s) late.
+		require.LessOrEqual(t, ag.Status.FinishedTime.Sub(ag.Status.AdmittedTime.Time), 3*time.Second)
 		c.waitEvent(t, pods[0], "pending longer than its pending timeout; its pods are no longer scheduled and are left to their owner", 20*time.Second)
 		c.waitEvent(t, pods[1], "pending timeout", 20*time.Second)
 
