@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/ptr"
 
 	hv1listers "github.com/hivesched/hivesched/apis/generated/listers/hivesched/v1alpha1"
@@ -737,11 +736,7 @@ func (p *HiveSched) pendingTimedOut(logger klog.Logger, group string, pods []*v1
 		// Placed by a PreFilter that ran while the timeout fired: its
 		// members wait at Permit (or bind now, and a bound one is adopted
 		// from its record); the timeout wins.
-		p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
-			if p.groups.groupOf(wp.GetPod()) == group {
-				wp.Reject(Name, "affinity group "+group+" failed: pending timeout")
-			}
-		})
+		p.rejectWaiting(group, "affinity group "+group+" failed: pending timeout")
 		st = cellcore.AGPending
 	}
 	if ok && (st == cellcore.AGPending || st == cellcore.AGPreempting) {

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
 )
@@ -183,21 +182,13 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 // rollBackGivenUp returns an abandoned placement with no bound member to
 // Pending (AG x1) and tells the members why.
 func (p *HiveSched) rollBackGivenUp(logger klog.Logger, group, msg string) {
-	p.bindGate.forget(group)
-	if err := p.core.RollbackAffinityGroup(group); err == nil {
-		p.statusChanged()
-	}
-	p.bindRetries.forget(group)
+	p.rollBack(group)
 	p.groups.clearReserved(group)
 	p.ags.waiting(group, "BindFailed", msg, nil)
 	for _, m := range p.groups.pods(group) {
 		p.event(m, v1.EventTypeWarning, reasonPlacementGivenUp, msg)
 	}
-	p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
-		if p.groups.groupOf(wp.GetPod()) == group {
-			wp.Reject(Name, msg)
-		}
-	})
+	p.rejectWaiting(group, msg)
 	logger.V(2).Info("rolled back an abandoned placement", "group", group)
 }
 
@@ -210,11 +201,7 @@ func (p *HiveSched) givenUpPreFilter(logger klog.Logger, state fwk.CycleState, g
 		return false, nil
 	}
 	if p.groups.unused(group) {
-		p.bindGate.forget(group)
-		if err := p.core.RollbackAffinityGroup(group); err == nil {
-			p.statusChanged()
-		}
-		p.bindRetries.forget(group)
+		p.rollBack(group)
 		logger.V(2).Info("rolled back an abandoned placement: its bound members are gone", "group", group)
 		return true, nil
 	}

@@ -737,14 +737,30 @@ func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1
 		klog.FromContext(ctx).Info("not rolling back an affinity group: the API server has a member bound", "group", s.group, "bound", bound, "pod", klog.KObj(pod))
 		return
 	}
-	p.bindGate.forget(s.group)
-	if err := p.core.RollbackAffinityGroup(s.group); err == nil {
+	if p.rollBack(s.group) {
 		klog.FromContext(ctx).V(2).Info("rolled back affinity group", "group", s.group, "pod", klog.KObj(pod))
-		p.statusChanged()
 	}
+	p.rejectWaiting(s.group, "affinity group "+s.group+" rolled back: a member failed")
+}
+
+// rollBack returns an Allocated group to Pending (AG x1): its cells go
+// Free, and what the bind gate and the bind retries kept of it goes. It
+// reports whether the core rolled it back.
+func (p *HiveSched) rollBack(group string) bool {
+	p.bindGate.forget(group)
+	p.bindRetries.forget(group)
+	if err := p.core.RollbackAffinityGroup(group); err != nil {
+		return false
+	}
+	p.statusChanged()
+	return true
+}
+
+// rejectWaiting rejects the group's members waiting at Permit with msg.
+func (p *HiveSched) rejectWaiting(group, msg string) {
 	p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
-		if p.groups.groupOf(wp.GetPod()) == s.group {
-			wp.Reject(Name, "affinity group "+s.group+" rolled back: a member failed")
+		if p.groups.groupOf(wp.GetPod()) == group {
+			wp.Reject(Name, msg)
 		}
 	})
 }
