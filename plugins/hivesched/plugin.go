@@ -41,7 +41,6 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hivesched/hivesched/apis/config"
 	"github.com/hivesched/hivesched/apis/config/validation"
@@ -56,7 +55,7 @@ const stateKey fwk.StateKey = Name
 
 // HiveSched is the plugin.
 type HiveSched struct {
-	handle        framework.Handle
+	handle        fwk.Handle
 	core          *cellcore.Core
 	resource      v1.ResourceName
 	permitTimeout time.Duration
@@ -95,17 +94,17 @@ type HiveSched struct {
 }
 
 var (
-	_ framework.PreEnqueuePlugin  = &HiveSched{}
-	_ framework.QueueSortPlugin   = &HiveSched{}
-	_ framework.PreFilterPlugin   = &HiveSched{}
-	_ framework.FilterPlugin      = &HiveSched{}
-	_ framework.PostFilterPlugin  = &HiveSched{}
-	_ framework.ReservePlugin     = &HiveSched{}
-	_ framework.PermitPlugin      = &HiveSched{}
-	_ framework.PreBindPlugin     = &HiveSched{}
-	_ framework.BindPlugin        = &HiveSched{}
-	_ framework.PostBindPlugin    = &HiveSched{}
-	_ framework.EnqueueExtensions = &HiveSched{}
+	_ fwk.PreEnqueuePlugin  = &HiveSched{}
+	_ fwk.QueueSortPlugin   = &HiveSched{}
+	_ fwk.PreFilterPlugin   = &HiveSched{}
+	_ fwk.FilterPlugin      = &HiveSched{}
+	_ fwk.PostFilterPlugin  = &HiveSched{}
+	_ fwk.ReservePlugin     = &HiveSched{}
+	_ fwk.PermitPlugin      = &HiveSched{}
+	_ fwk.PreBindPlugin     = &HiveSched{}
+	_ fwk.BindPlugin        = &HiveSched{}
+	_ fwk.PostBindPlugin    = &HiveSched{}
+	_ fwk.EnqueueExtensions = &HiveSched{}
 )
 
 // Name returns the plugin name.
@@ -115,7 +114,7 @@ func (p *HiveSched) Name() string { return Name }
 // key, and starts the informers and the VC status writer. The allocations of
 // running pods are recovered before any scheduling: here, or with leader
 // election when this process starts leading (ensureRecovered).
-func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, ok := obj.(*config.HiveSchedArgs)
 	if !ok {
 		return nil, fmt.Errorf("%s: args of type %T, want *HiveSchedArgs (is apis/config/scheme imported?)", Name, obj)
@@ -347,8 +346,8 @@ func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 // group name, so that the members of one group come out together. Every key
 // has the same shape, so the order is total and each VC's own order holds
 // inside it (docs/policies.md).
-func (p *HiveSched) Less(a, b fwk.QueuedPodInfo) bool {
-	ka, kb := p.sequenceKey(a.GetPodInfo().GetPod()), p.sequenceKey(b.GetPodInfo().GetPod())
+func (p *HiveSched) Less(a, b fwk.QueuedEntityInfo) bool {
+	ka, kb := p.entityKey(a), p.entityKey(b)
 	if ka.seq != kb.seq {
 		return cellcore.SequenceLess(ka.seq, kb.seq)
 	}
@@ -356,6 +355,35 @@ func (p *HiveSched) Less(a, b fwk.QueuedPodInfo) bool {
 		return ka.group < kb.group
 	}
 	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+// entityKey is the queue key of a queued pod, or of a queued pod group
+// (Kubernetes' Workload API, popped as one entity): a group's key is its
+// first member's, as every member of one affinity group has the same key.
+func (p *HiveSched) entityKey(e fwk.QueuedEntityInfo) queueKey {
+	if pod := entityPod(e); pod != nil {
+		return p.sequenceKey(pod)
+	}
+	return queueKey{seq: cellcore.SequenceKey{Priority: e.GetPriority(), Age: e.GetTimestamp().UnixNano()}}
+}
+
+// entityPod is a queued entity's pod: the pod itself, or a pod group's first
+// unscheduled member (a composite group's, from its first child that has one).
+func entityPod(e any) *v1.Pod {
+	switch x := e.(type) {
+	case interface{ GetPodInfo() fwk.PodInfo }:
+		return x.GetPodInfo().GetPod()
+	case fwk.PodGroupInfo:
+		if pods := x.GetUnscheduledPods(); len(pods) > 0 {
+			return pods[0]
+		}
+		for _, c := range x.GetChildren() {
+			if pod := entityPod(c); pod != nil {
+				return pod
+			}
+		}
+	}
+	return nil
 }
 
 type queueKey struct {
@@ -394,14 +422,14 @@ func (s *cycleState) Clone() fwk.StateData { return s }
 
 // reject records in the cycle state that PreFilter refused the pod with
 // msg (PostFilter then adds nothing to it) and returns the status.
-func reject(state fwk.CycleState, code fwk.Code, msg string) (*framework.PreFilterResult, *fwk.Status) {
+func reject(state fwk.CycleState, code fwk.Code, msg string) (*fwk.PreFilterResult, *fwk.Status) {
 	state.Write(stateKey, &cycleState{rejected: true})
 	return nil, fwk.NewStatus(code, msg)
 }
 
 // PreFilter asks the core for the group's placement. The first member's call
 // decides for the whole group (AG e0 or e1); the others find their slot.
-func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := p.request(pod)
 	if err == nil && req != nil {
 		err = p.checkLeafCellType(req)
@@ -548,19 +576,19 @@ func joinNames(names []string) string {
 
 // assign gives the pod its slot in its placed group and narrows the
 // candidate nodes to the slot's node.
-func (p *HiveSched) assign(state fwk.CycleState, pod *v1.Pod, req *podRequest) (*framework.PreFilterResult, *fwk.Status) {
+func (p *HiveSched) assign(state fwk.CycleState, pod *v1.Pod, req *podRequest) (*fwk.PreFilterResult, *fwk.Status) {
 	pp, err := p.core.AssignPod(req.group.Name, podKey(pod), req.leafCellNumber)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	state.Write(stateKey, &cycleState{group: req.group.Name, node: pp.Node, leaves: req.leafCellNumber})
-	return &framework.PreFilterResult{NodeNames: sets.New(pp.Node)}, nil
+	return &fwk.PreFilterResult{NodeNames: sets.New(pp.Node)}, nil
 }
 
 // PreFilterExtensions is nil: the decision does not depend on other pods
 // being added or removed in the framework's what-if evaluations.
-func (p *HiveSched) PreFilterExtensions() framework.PreFilterExtensions { return nil }
+func (p *HiveSched) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 func readState(state fwk.CycleState) *cycleState {
 	d, err := state.Read(stateKey)
@@ -608,7 +636,7 @@ func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // HiveSched, says "no new claims to deallocate" for any pod without claims.)
 // Pods HiveSched did not refuse (a plain pod, or ours rejected by another
 // Filter plugin) are left to the other PostFilter plugins.
-func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	s := readState(state)
 	if s != nil && s.rejected {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
@@ -630,7 +658,7 @@ func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v
 	if node == "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable) // PreFilter said it
 	}
-	return &framework.PostFilterResult{NominatingInfo: &framework.NominatingInfo{NominatedNodeName: node, NominatingMode: framework.ModeOverride}},
+	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
 		fwk.NewStatus(fwk.Success)
 }
 
@@ -758,7 +786,7 @@ func (p *HiveSched) rollBack(group string) bool {
 
 // rejectWaiting rejects the group's members waiting at Permit with msg.
 func (p *HiveSched) rejectWaiting(group, msg string) {
-	p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
+	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if p.groups.groupOf(wp.GetPod()) == group {
 			wp.Reject(Name, msg)
 		}
@@ -792,8 +820,8 @@ func (p *HiveSched) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if ready < want {
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d more members of affinity group %s", want-ready, s.group)), p.permitTimeout
 	}
-	var waiting []framework.WaitingPod
-	p.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
+	var waiting []fwk.WaitingPod
+	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if p.groups.groupOf(wp.GetPod()) == s.group {
 			waiting = append(waiting, wp)
 		}
@@ -917,11 +945,11 @@ var errBinderFailed = errors.New("the profile's bind plugin failed to bind it")
 
 // PreBindPreFlight tells the framework whether PreBind has work for the pod:
 // only for our pods, and only when HiveSched is not the profile's first binder.
-func (p *HiveSched) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+func (p *HiveSched) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
 	if readState(state) == nil || p.bindsFirst() {
-		return fwk.NewStatus(fwk.Skip)
+		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	return nil
+	return nil, nil
 }
 
 // bindsFirst reports whether HiveSched's Bind is the first bind plugin of its

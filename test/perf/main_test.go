@@ -37,7 +37,6 @@ import (
 	"k8s.io/client-go/rest"
 	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedperf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"sigs.k8s.io/yaml"
@@ -295,7 +294,7 @@ func withoutAGStatus(cfg map[string]any) map[string]any {
 // the metrics once a second while the plugin lives, as an operator's
 // dashboard would.
 func withInspectPolling(factory frameworkruntime.PluginFactory) frameworkruntime.PluginFactory {
-	return func(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		pl, err := factory(ctx, obj, h)
 		if err != nil {
 			return nil, err
@@ -376,7 +375,7 @@ func virtualCluster(name string, n int) map[string]any {
 // the CRD would come too late: HiveSched lists VirtualClusters in New to
 // recover allocations, and Coscheduling syncs a PodGroup cache.
 func withCRDs(factory frameworkruntime.PluginFactory, crdFiles ...string) frameworkruntime.PluginFactory {
-	return func(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		for _, f := range crdFiles {
 			if err := installCRD(ctx, h.KubeConfig(), f); err != nil {
 				return nil, fmt.Errorf("installing CRD %s: %w", f, err)
@@ -393,7 +392,7 @@ func withCRDs(factory frameworkruntime.PluginFactory, crdFiles ...string) framew
 // scheduler stopped, so force a few collections after the scheduler's
 // context ends.
 func collectOnStop(factory frameworkruntime.PluginFactory) frameworkruntime.PluginFactory {
-	return func(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		go func() {
 			<-ctx.Done()
 			for i := 0; i < 8; i++ {
