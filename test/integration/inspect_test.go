@@ -12,6 +12,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -61,7 +62,7 @@ func scrape(t *testing.T) metricsScrape {
 	resp, err := http.Get(srv.URL + "/metrics")
 	require.NoError(t, err)
 	defer func() { _ = resp.Body.Close() }()
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	require.NoError(t, err)
 	return fams
