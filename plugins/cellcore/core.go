@@ -202,11 +202,11 @@ func (k *Core) Schedule(spec AffinityGroupSpec) (Decision, error) {
 	k.downgradedNow = k.downgradedNow[:0]
 	g := k.groups[spec.Name]
 	if g != nil && !g.spec.equal(&spec) {
-		return Decision{}, fmt.Errorf("affinity group %q already exists with a different spec (pods of one group must agree on virtual cluster, priority, leaf cell type, pinned cell and members)", spec.Name)
+		return Decision{}, specError(fmt.Errorf("affinity group %q already exists with a different spec (pods of one group must agree on virtual cluster, priority, leaf cell type, pinned cell and members)", spec.Name))
 	}
 	if g == nil || g.state == AGPending {
 		if err := k.validateSpec(&spec); err != nil {
-			return Decision{}, err
+			return Decision{}, specError(err)
 		}
 	}
 	if g != nil && g.state == AGPending && g.vc == nil {

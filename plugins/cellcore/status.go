@@ -223,7 +223,7 @@ func (k *Core) CheckMember(spec AffinityGroupSpec) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if g := k.groups[spec.Name]; g != nil && !g.spec.equal(&spec) {
-		return fmt.Errorf("affinity group %q already exists with a different spec (pods of one group must agree on virtual cluster, priority, leaf cell type, pinned cell and members)", spec.Name)
+		return specError(fmt.Errorf("affinity group %q already exists with a different spec (pods of one group must agree on virtual cluster, priority, leaf cell type, pinned cell and members)", spec.Name))
 	}
 	return nil
 }

@@ -29,11 +29,16 @@ import (
 // scheduling path only notes facts in it (a map write under its lock, a
 // non-blocking kick); the background writer (runAGWriter) turns them into
 // phases through the phase table and writes the objects, rate limited per
-// group. A nil *agTracker (affinityGroupStatus: false) records nothing.
+// group. A nil *agTracker records nothing (tests of other parts).
+//
+// With affinityGroupStatus: false the tracker still runs every lifecycle
+// (phases, the pending timeout) but writes no object: a pending timeout
+// does not depend on the status being written.
 type agTracker struct {
 	mu     sync.Mutex
 	groups map[string]*agEntry // by group name, namespace/name
 	kick   chan struct{}
+	writes bool // create and write AffinityGroup objects
 }
 
 type agEntry struct {
@@ -67,8 +72,8 @@ type agEntry struct {
 	seenAt    time.Time // when this process first saw the group
 }
 
-func newAGTracker() *agTracker {
-	return &agTracker{groups: map[string]*agEntry{}, kick: make(chan struct{}, 1)}
+func newAGTracker(writes bool) *agTracker {
+	return &agTracker{groups: map[string]*agEntry{}, kick: make(chan struct{}, 1), writes: writes}
 }
 
 func splitGroup(group string) (string, string) {
@@ -624,6 +629,14 @@ func (p *HiveSched) syncAG(ctx context.Context, logger klog.Logger, key string, 
 
 	if len(timedOut) > 0 {
 		p.pendingTimedOut(logger, key, timedOut)
+	}
+	if !t.writes {
+		if expire {
+			t.mu.Lock()
+			delete(t.groups, key)
+			t.mu.Unlock()
+		}
+		return time.Time{}, nil
 	}
 	if expire {
 		t.mu.Lock()

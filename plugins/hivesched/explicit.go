@@ -38,6 +38,9 @@ func (p *HiveSched) explicitAG(pod *v1.Pod) *hv1.AffinityGroup {
 
 // resolveGroup is the plugin's groupResolver.
 func (p *HiveSched) resolveGroup(pod *v1.Pod, res v1.ResourceName) (*podRequest, error, bool) {
+	if req, err, ok := p.requestFromWorkload(pod, res); ok {
+		return req, err, true
+	}
 	if _, hived := pod.Annotations[HivedSpecAnnotation]; hived {
 		return nil, nil, false
 	}
@@ -104,14 +107,20 @@ func (p *HiveSched) parse(pod *v1.Pod) (*podRequest, error) {
 // (they came before the object did) and sends them back to the active
 // queue. Called by the informers' handlers.
 func (p *HiveSched) groupObjectChanged(logger klog.Logger, namespace string, selector labels.Selector) {
+	p.rereadRefused(logger, namespace, func(pod *v1.Pod) bool { return selector.Matches(labels.Set(pod.Labels)) })
+}
+
+// rereadRefused re-reads the refused requests of the namespace's unbound
+// pods that match and sends them back to the active queue.
+func (p *HiveSched) rereadRefused(logger klog.Logger, namespace string, match func(*v1.Pod) bool) {
 	lister := p.handle.SharedInformerFactory().Core().V1().Pods().Lister()
-	pods, err := lister.Pods(namespace).List(selector)
+	pods, err := lister.Pods(namespace).List(labels.Everything())
 	if err != nil || len(pods) == 0 {
 		return
 	}
 	activate := map[string]*v1.Pod{}
 	for _, pod := range pods {
-		if pod.Spec.NodeName != "" || !p.groups.forgetRefused(pod) {
+		if pod.Spec.NodeName != "" || !match(pod) || !p.groups.forgetRefused(pod) {
 			continue
 		}
 		p.groups.track(pod, p.resource) // read again, and counted for the gang gate

@@ -1,6 +1,7 @@
 package hivesched
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"sync"
@@ -94,8 +95,24 @@ func (x *groupIndex) requestLocked(pod *v1.Pod, res v1.ResourceName) (*podReques
 	if !handled {
 		req, err = parsePod(pod, res)
 	}
-	x.parsed[pod.UID] = parsedPod{rv: pod.ResourceVersion, req: req, err: err, fp: specFingerprint(pod)}
+	rv := pod.ResourceVersion
+	if isAwaiting(err) {
+		rv = "" // read again next time: it waits for other objects, not for a fix of the pod
+	}
+	x.parsed[pod.UID] = parsedPod{rv: rv, req: req, err: err, fp: specFingerprint(pod)}
 	return req, err
+}
+
+// awaitingError is a request that cannot be read until other objects exist
+// (a composite pod group's other pods, whose sizes make its members): the
+// read is not kept, so that the next one sees them.
+type awaitingError struct{ msg string }
+
+func (e *awaitingError) Error() string { return e.msg }
+
+func isAwaiting(err error) bool {
+	var a *awaitingError
+	return errors.As(err, &a)
 }
 
 // forgetRefused drops the cached read of a pod whose request was refused

@@ -79,6 +79,7 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 		DeleteFunc: func(obj interface{}) { p.onAG(logger, obj, true) },
 	})
 	p.agLister = agInf.Lister()
+	p.startWorkloadInformers(logger)
 	p.groups.mu.Lock()
 	p.groups.resolve = p.resolveGroup
 	p.groups.mu.Unlock()

@@ -82,6 +82,14 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"virtual_cluster"})
 
+	internalErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace,
+		Name:      "internal_errors_total",
+		Help: "Errors of the cell core that are not a refusal of the user's request (a state it did not expect), by " +
+			"operation: schedule. The group is retried with backoff; its AffinityGroup is not marked as refused.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"operation"})
+
 	clusterLeafCellsDesc = metrics.NewDesc(metricsNamespace+"_cluster_leaf_cells",
 		"Physical leaf cells (GPUs) by leaf cell type and state: total, free (schedulable and Free), used (by any group), "+
 			"opportunistic (used by opportunistic groups), reserved (by a preempting group), bad (bad, maintenance or retired hardware).",
@@ -105,7 +113,7 @@ var registerOnce sync.Once
 func registerMetrics(p *HiveSched, done <-chan struct{}) {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(placementDuration, preemptedGroups, preemptedPods, recoveryDuration, recoveredGroups, healthChanges,
-			bindFailures, bindGiveUps)
+			bindFailures, bindGiveUps, internalErrors)
 		legacyregistry.CustomMustRegister(cellCollector)
 	})
 	cellCollector.add(p)

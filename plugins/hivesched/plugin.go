@@ -37,10 +37,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/topologyaware"
 
 	"github.com/hivesched/hivesched/apis/config"
 	"github.com/hivesched/hivesched/apis/config/validation"
@@ -76,6 +79,14 @@ type HiveSched struct {
 	agRetention   time.Duration // how long a finished AffinityGroup is kept
 	agLister      agLister      // AffinityGroup objects (the explicit form)
 	pgs           *podGroups    // scheduler-plugins' PodGroups, nil without the CRD
+	wl            *workloadAPI  // Workload API PodGroups, nil without GenericWorkload
+	// holds: groups placed by a pod-group cycle, not yet confirmed by its
+	// binding step (podgroupcycle.go).
+	holds *groupHolds
+	// topology places the pod groups hivesched does not schedule, as the
+	// in-tree TopologyPlacementGenerator would (only one placement
+	// generator runs per profile); nil without TopologyAwareWorkloadScheduling.
+	topology fwk.PlacementGeneratePlugin
 
 	// recovered: the allocations were rebuilt (ensureRecovered); recoverMu
 	// orders recovery with the pod event handler.
@@ -105,6 +116,10 @@ var (
 	_ fwk.BindPlugin        = &HiveSched{}
 	_ fwk.PostBindPlugin    = &HiveSched{}
 	_ fwk.EnqueueExtensions = &HiveSched{}
+
+	_ fwk.PodGroupPostFilterPlugin = &HiveSched{}
+	_ fwk.PlacementGeneratePlugin  = &HiveSched{}
+	_ fwk.SignPlugin               = &HiveSched{}
 )
 
 // Name returns the plugin name.
@@ -158,10 +173,14 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		bindGate:      newBindGate(int(args.MaxBindingPods)),
 		bindRetries:   newBindRetries(int(args.MaxBindAttempts)),
 		agRetention:   time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
+		holds:         newGroupHolds(),
 	}
-	if args.AffinityGroupStatus {
-		p.ags = newAGTracker()
+	if fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate); fts.EnableTopologyAwareWorkloadScheduling {
+		if p.topology, err = topologyaware.New(ctx, nil, h, fts); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
 	}
+	p.ags = newAGTracker(args.AffinityGroupStatus)
 	p.warnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.victimGrace = args.VictimGracePeriodSeconds
 	p.evictor = newEvictor(ctx, p.deletePod, p.stillVictim)
@@ -183,7 +202,10 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		p.records.queue.ShutDown()
 		return nil, fmt.Errorf("%s: listing affinity groups (is the CRD manifests/crds/hivesched.io_affinitygroups.yaml installed?): %w", Name, err)
 	}
-	p.pgs = newPodGroups(ctx, kc)
+	if p.pgs, err = newPodGroups(kc); err != nil {
+		p.records.queue.ShutDown()
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
 	if !awaitLeadership.Load() {
 		// The only scheduler (no leader election): nothing is placed
 		// elsewhere meanwhile, so the state is rebuilt before any
@@ -205,9 +227,8 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	p.startInformers(ctx)
 	go p.records.run(ctx)
 	go p.runStatusWriter(ctx)
-	if p.ags != nil {
-		go p.runAGWriter(ctx)
-	}
+	go p.runHoldJanitor(ctx)
+	go p.runAGWriter(ctx)
 	return p, nil
 }
 
@@ -441,9 +462,12 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	if req == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	p.noteDisruptionMode(pod)
 	if err := p.ensureRecovered(ctx); err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("recovering allocations: %w", err))
 	}
+	pgCycle := rootCycle(state.GetPodGroupSchedulingCycle())
+	p.releaseOtherCycles(klog.FromContext(ctx), pgCycle)
 	name := req.group.Name
 	if msg := p.ags.ended(name, pod); msg != "" {
 		return reject(state, fwk.UnschedulableAndUnresolvable, msg)
@@ -500,6 +524,13 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	start := time.Now()
 	d, err := p.core.Schedule(req.group)
 	observePlacement(start, d, err)
+	if err != nil && !cellcore.IsSpecError(err) {
+		// Not the user's mistake: logged, counted and retried with the
+		// framework's error backoff; the AffinityGroup is not refused.
+		internalErrors.WithLabelValues("schedule").Inc()
+		klog.FromContext(ctx).Error(err, "cell core internal error", "group", name, "pod", klog.KObj(pod))
+		return nil, fwk.AsStatus(fmt.Errorf("scheduling affinity group %s: internal error, retried: %w", name, err))
+	}
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 		p.ags.refuse(name, "InvalidSchedulingSpec", err.Error())
@@ -530,10 +561,18 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			return reject(state, fwk.UnschedulableAndUnresolvable, msg)
 		}
 		p.groups.allocated(name)
+		if pgCycle != nil {
+			p.holds.add(name, pgCycle)
+		}
 		p.ags.waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
 		return p.assign(state, pod, req)
 	case cellcore.Preempt:
 		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.leafCellNumber})
+		if pgCycle != nil {
+			// No PostFilter runs in a pod-group cycle: the group's
+			// PodGroupPostFilter evicts the victims.
+			writePreempt(pgCycle, name, &d)
+		}
 		msg := fmt.Sprintf("affinity group %s (priority %d) preempts %s in virtual cluster %q and binds once their pods are deleted",
 			name, req.group.Priority, joinNames(d.Victims), req.group.VirtualCluster)
 		p.ags.waiting(name, "Preempting", msg, d.Victims)
@@ -734,19 +773,32 @@ func (p *HiveSched) stillVictim(pod *v1.Pod) bool {
 
 // Reserve records that the member passed the scheduling cycle; its cells were
 // allocated with its group (AG e0) in PreFilter.
+//
+// In a pod-group cycle's simulation it does nothing: the core decided for
+// the group already, and step 3's Reserve confirms that decision
+// (podgroupcycle.go).
 func (p *HiveSched) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	if s := readState(state); s != nil {
-		p.groups.reserve(s.group, pod)
+	s := readState(state)
+	switch {
+	case s == nil || s.group == "" || state.IsPodGroupSchedulingCycle():
+		return nil
+	case podGroupName(pod) != "":
+		return p.reserveInPodGroupCycle(pod, s)
 	}
+	p.groups.reserve(s.group, pod)
 	return nil
 }
 
 // Unreserve undoes Reserve. If no member of the group is bound yet, the whole
 // allocation is rolled back (extension x1: Allocated -> Pending, cells Free)
 // and the members waiting at Permit are rejected: all-or-nothing.
+//
+// A pod-group cycle's simulated Unreserve does nothing: the simulation is
+// reverted whatever its outcome, and the group's cells stay held for the
+// cycle's binding step (podgroupcycle.go).
 func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
 	s := readState(state)
-	if s == nil || s.group == "" {
+	if s == nil || s.group == "" || state.IsPodGroupSchedulingCycle() {
 		return
 	}
 	if s.bindErr != nil && !apierrors.IsNotFound(s.bindErr) {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -22,35 +25,56 @@ import (
 // group of the PodGroup's minMember pods, each of the pod's own size, so
 // that operators that create PodGroups (Kubeflow, Spark, Volcano-style
 // jobs) work unchanged. The VC comes from label hivesched.io/virtual-cluster
-// on the PodGroup, else on the pod. The PodGroup CRD is optional: without
-// it (or without the right to list PodGroups) the interop is off.
+// on the PodGroup, else on the pod. The PodGroup CRD is optional: while it
+// is not served (or PodGroups cannot be listed) the interop waits for it,
+// and a GPU pod that names a PodGroup is told so.
 
 // LabelPodGroup is scheduler-plugins' pod group label.
 const LabelPodGroup = pgv1alpha1.PodGroupLabel
 
-// podGroups is the PodGroup informer, when the CRD is installed.
+// podGroupCRDPoll is how often hivesched looks for the PodGroup CRD while
+// it is not served: an operator installed after the scheduler started
+// (Kubeflow's, say) brings it, and no restart should be needed.
+const podGroupCRDPoll = 10 * time.Second
+
+// podGroups reads scheduler-plugins' PodGroups once their CRD is served.
 type podGroups struct {
 	client pgversioned.Interface
-	lister pglisters.PodGroupLister
+	// lister is set once the informer runs (nil: the CRD is not served,
+	// or PodGroups cannot be listed).
+	lister atomic.Pointer[pglisters.PodGroupLister]
 }
 
-// newPodGroups returns nil when PodGroups cannot be listed (no CRD).
-func newPodGroups(ctx context.Context, kc *rest.Config) *podGroups {
+func newPodGroups(kc *rest.Config) (*podGroups, error) {
 	c, err := pgversioned.NewForConfig(kc)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	if _, err := c.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		klog.FromContext(ctx).Info("PodGroup interop off: PodGroups (scheduling.x-k8s.io/v1alpha1) cannot be listed", "err", err)
-		return nil
-	}
-	return &podGroups{client: c}
+	return &podGroups{client: c}, nil
 }
 
+// startPodGroupInformer starts the PodGroup informer now if PodGroups can
+// be listed, else as soon as they can (polling every podGroupCRDPoll).
 func (p *HiveSched) startPodGroupInformer(ctx context.Context, logger klog.Logger) {
-	if p.pgs == nil {
+	listable := func() error {
+		_, err := p.pgs.client.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	}
+	if err := listable(); err != nil {
+		logger.Info("PodGroup interop waits: PodGroups (scheduling.x-k8s.io/v1alpha1) cannot be listed yet; it starts when their CRD is installed", "err", err)
+		go func() {
+			_ = wait.PollUntilContextCancel(ctx, podGroupCRDPoll, false, func(context.Context) (bool, error) { return listable() == nil, nil })
+			if ctx.Err() == nil {
+				logger.Info("PodGroup interop on: PodGroups (scheduling.x-k8s.io/v1alpha1) are served")
+				p.runPodGroupInformer(ctx, logger)
+			}
+		}()
 		return
 	}
+	p.runPodGroupInformer(ctx, logger)
+}
+
+func (p *HiveSched) runPodGroupInformer(ctx context.Context, logger klog.Logger) {
 	f := pginformers.NewSharedInformerFactory(p.pgs.client, 0)
 	inf := f.Scheduling().V1alpha1().PodGroups()
 	onPG := func(obj interface{}) {
@@ -58,7 +82,7 @@ func (p *HiveSched) startPodGroupInformer(ctx context.Context, logger klog.Logge
 			obj = t.Obj
 		}
 		if pg, ok := obj.(*pgv1alpha1.PodGroup); ok {
-			// Pods that came before their PodGroup are read again.
+			// Pods that came before their PodGroup (or its CRD) are read again.
 			p.groupObjectChanged(logger, pg.Namespace, labels.SelectorFromSet(labels.Set{LabelPodGroup: pg.Name}))
 		}
 	}
@@ -66,7 +90,9 @@ func (p *HiveSched) startPodGroupInformer(ctx context.Context, logger klog.Logge
 		AddFunc:    onPG,
 		UpdateFunc: func(_, obj interface{}) { onPG(obj) },
 	})
-	p.pgs.lister = inf.Lister()
+	// Set before the informer starts: its handler re-reads pods through it.
+	lister := inf.Lister()
+	p.pgs.lister.Store(&lister)
 	f.Start(ctx.Done())
 }
 
@@ -76,10 +102,17 @@ func (p *HiveSched) startPodGroupInformer(ctx context.Context, logger klog.Logge
 // when the pod names no PodGroup or the interop is off.
 func (p *HiveSched) requestFromPodGroup(pod *v1.Pod, res v1.ResourceName) (*podRequest, error, bool) {
 	name, ok := pod.Labels[LabelPodGroup]
-	if !ok || name == "" || p.pgs == nil || p.pgs.lister == nil {
+	if !ok || name == "" {
 		return nil, nil, false
 	}
-	pg, err := p.pgs.lister.PodGroups(pod.Namespace).Get(name)
+	lister := p.pgs.lister.Load()
+	if lister == nil {
+		if leaves, _ := leafRequest(pod, res); leaves > 0 {
+			return nil, fmt.Errorf("pod names PodGroup %q (label %s), but PodGroups (scheduling.x-k8s.io/v1alpha1) are not served: install scheduler-plugins' PodGroup CRD; hivesched reads it as soon as it is", name, LabelPodGroup), true
+		}
+		return nil, nil, false
+	}
+	pg, err := (*lister).PodGroups(pod.Namespace).Get(name)
 	if err != nil {
 		if leaves, _ := leafRequest(pod, res); leaves > 0 {
 			return nil, fmt.Errorf("pod names PodGroup %q (label %s), which does not exist in namespace %q yet: it waits for it", name, LabelPodGroup, pod.Namespace), true

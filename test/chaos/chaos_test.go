@@ -100,6 +100,7 @@ type figures struct {
 	KillsLeavingPartialGang     int               `json:"killsLeavingPartialGang"`
 	KillsWithVictimsTerminating int               `json:"killsWithVictimsTerminating"`
 	Gangs                       int               `json:"gangsSubmitted"`
+	WorkloadGangs               int               `json:"workloadGangs"` // of Gangs, written as Workload API pod groups
 	GangsDeleted                int               `json:"gangsDeletedByDriver"`
 	GangsPreempted              int               `json:"gangsPreempted"`
 	PodsCreated                 int               `json:"podsCreated"`
@@ -228,7 +229,7 @@ func (h *harness) watch(ctx context.Context) {
 				h.mu.Lock()
 				h.bound[string(p.UID)] = true
 				h.mu.Unlock()
-				if n, _ := strconv.Atoi(p.Annotations[hivesched.AnnotationGroupMembers]); n > 1 && h.boundMembers(p) < n {
+				if n, _ := strconv.Atoi(p.Annotations[annotationMembers]); n > 1 && h.boundMembers(p) < n {
 					h.fire("mid-bind")
 				}
 			}
@@ -250,7 +251,7 @@ func (h *harness) watch(ctx context.Context) {
 }
 
 func (h *harness) boundMembers(p *v1.Pod) int {
-	ps, _ := h.podLister.Pods(p.Namespace).List(labels.SelectorFromSet(labels.Set{hivesched.LabelAffinityGroup: p.Labels[hivesched.LabelAffinityGroup]}))
+	ps, _ := h.podLister.Pods(p.Namespace).List(labels.SelectorFromSet(labels.Set{labelGang: p.Labels[labelGang]}))
 	n := 0
 	for _, q := range ps {
 		if q.Spec.NodeName != "" {
@@ -261,7 +262,7 @@ func (h *harness) boundMembers(p *v1.Pod) int {
 }
 
 func (h *harness) podsOf(g *gang) []*v1.Pod {
-	ps, _ := h.podLister.Pods(g.ns).List(labels.SelectorFromSet(labels.Set{hivesched.LabelAffinityGroup: g.name}))
+	ps, _ := h.podLister.Pods(g.ns).List(labels.SelectorFromSet(labels.Set{labelGang: g.name}))
 	return ps
 }
 
@@ -712,8 +713,8 @@ func (h *harness) report() {
 	t := h.t
 	c := &h.churn.stats
 	c.Lock()
-	h.fig.Gangs, h.fig.GangsDeleted, h.fig.GangsPreempted, h.fig.PodsCreated, h.fig.APIErrors =
-		c.submitted, c.deleted, c.preempted, c.podsCreated, c.apiErrors
+	h.fig.Gangs, h.fig.WorkloadGangs, h.fig.GangsDeleted, h.fig.GangsPreempted, h.fig.PodsCreated, h.fig.APIErrors =
+		c.submitted, c.workloadGangs, c.deleted, c.preempted, c.podsCreated, c.apiErrors
 	c.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -727,8 +728,8 @@ func (h *harness) report() {
 		fmt.Sprintf("seed %d, %d kills of the leading replica in %v", f.Seed, f.Kills, f.Duration.Round(time.Second)),
 		fmt.Sprintf("kill moments: %v; kills after which a gang was partly bound %d, victims still terminating %d",
 			f.KillsByMoment, f.KillsLeavingPartialGang, f.KillsWithVictimsTerminating),
-		fmt.Sprintf("gangs submitted %d, deleted by the driver %d, preempted (all pods gone) %d; pods created %d, bound %d; victim pod deletions %d; driver API errors %d",
-			f.Gangs, f.GangsDeleted, f.GangsPreempted, f.PodsCreated, f.PodsBound, f.VictimDeletions, f.APIErrors),
+		fmt.Sprintf("gangs submitted %d (%d as Workload API pod groups), deleted by the driver %d, preempted (all pods gone) %d; pods created %d, bound %d; victim pod deletions %d; driver API errors %d",
+			f.Gangs, f.WorkloadGangs, f.GangsDeleted, f.GangsPreempted, f.PodsCreated, f.PodsBound, f.VictimDeletions, f.APIErrors),
 		fmt.Sprintf("takeover (kill to the standby's lease): %s", stats(f.TakeoverMS)),
 		fmt.Sprintf("recovered (kill to the new leader's state rebuilt): %s", stats(f.RecoveredMS)),
 		fmt.Sprintf("unplanned replica exits (lost lease): %d; kube-apiserver: %s; node: %s", f.UnplannedExits, f.APIServerRestart, f.NodeRemoved),

@@ -122,7 +122,7 @@ func doubleBooked(s *snapshot) []string {
 	return bad
 }
 
-// gangState is one gang of hivesched pods by its affinity-group label.
+// gangState is one gang of hivesched pods by the driver's gang label.
 type gangState struct {
 	key                       string
 	members                   int // group-members
@@ -134,14 +134,14 @@ func gangs(s *snapshot) map[string]*gangState {
 	out := map[string]*gangState{}
 	for i := range s.pods {
 		p := &s.pods[i]
-		name := p.Labels[hivesched.LabelAffinityGroup]
+		name := p.Labels[labelGang]
 		if !ours(p) || name == "" || !live(p) {
 			continue
 		}
 		k := p.Namespace + "/" + name
 		g := out[k]
 		if g == nil {
-			n, _ := strconv.Atoi(p.Annotations[hivesched.AnnotationGroupMembers])
+			n, _ := strconv.Atoi(p.Annotations[annotationMembers])
 			g = &gangState{key: k, members: n}
 			out[k] = g
 		}

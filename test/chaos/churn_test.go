@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -20,6 +21,14 @@ import (
 // labelChaos marks the driver's pods: the triggers watch only them, and the
 // run deletes them when it ends.
 const labelChaos = "hivesched.io/chaos"
+
+// labelGang and annotationMembers carry the driver's own bookkeeping on
+// every pod it creates, whatever form the gang is written in (a Workload
+// API pod's gang is its spec.schedulingGroup, with no hivesched label).
+const (
+	labelGang         = "chaos.hivesched.io/gang"
+	annotationMembers = "chaos.hivesched.io/members"
+)
 
 // shape is one kind of gang the churn submits: n pods of gpus leaf cells in
 // a VC, on one leaf cell type, optionally on the VC's pinned cell.
@@ -74,6 +83,9 @@ type gang struct {
 	name     string
 	priority int
 	lazy     bool
+	// workload: written as a Workload API PodGroup (gang policy, the VC
+	// and hivesched's annotations on the PodGroup) and pods that name it.
+	workload bool
 	created  time.Time
 }
 
@@ -89,19 +101,47 @@ func (g *gang) spec() cellcore.AffinityGroupSpec {
 	}
 }
 
+// annotations are the gang's hivesched annotations beyond the VC and shape:
+// on each pod in the native form, on the PodGroup in the Workload API form.
+func (g *gang) annotations() map[string]string {
+	a := map[string]string{hivesched.AnnotationLeafCellType: g.leaf, hivesched.AnnotationPriority: fmt.Sprint(g.priority)}
+	if g.pinned != "" {
+		a[hivesched.AnnotationPinnedCell] = g.pinned
+	}
+	if g.lazy {
+		a[hivesched.AnnotationLazyPreemption] = "true"
+	}
+	return a
+}
+
 func (g *gang) pods() []*v1.Pod {
 	ps := util.GangPods(g.ns, g.name, g.vc, g.priority, g.n, g.gpus, "hivesched")
 	for _, p := range ps {
+		if g.workload {
+			p.Labels = map[string]string{}
+			p.Annotations = map[string]string{}
+			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &g.name}
+		} else {
+			for k, v := range g.annotations() {
+				p.Annotations[k] = v
+			}
+		}
 		p.Labels[labelChaos] = "true"
-		p.Annotations[hivesched.AnnotationLeafCellType] = g.leaf
-		if g.pinned != "" {
-			p.Annotations[hivesched.AnnotationPinnedCell] = g.pinned
-		}
-		if g.lazy {
-			p.Annotations[hivesched.AnnotationLazyPreemption] = "true"
-		}
+		p.Labels[labelGang] = g.name
+		p.Annotations[annotationMembers] = fmt.Sprint(g.n)
 	}
 	return ps
+}
+
+// podGroup is the gang's Workload API PodGroup.
+func (g *gang) podGroup() *schedv1beta1.PodGroup {
+	return &schedv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: g.name,
+			Labels:      map[string]string{hivesched.LabelVirtualCluster: g.vc, labelChaos: "true"},
+			Annotations: g.annotations()},
+		Spec: schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: int32(g.n)}}},
+	}
 }
 
 // churn submits and deletes gangs without pause until stopped; pause and
@@ -115,10 +155,13 @@ type churn struct {
 	seq       int
 	live      map[string]*gang // submitted, not deleted by the driver
 	undeleted [][2]string      // namespace, name: deletions to retry
+	// undeletedPodGroups: PodGroups of deleted Workload API gangs, deleted
+	// once their pods are (namespace, name).
+	undeletedPodGroups [][2]string
 
 	stats struct {
 		sync.Mutex
-		submitted, deleted, preempted, podsCreated, apiErrors int
+		submitted, deleted, preempted, podsCreated, apiErrors, workloadGangs int
 	}
 }
 
@@ -176,7 +219,22 @@ func (c *churn) submit(ctx context.Context) {
 		g.priority = []int{0, 0, 10, 10, 100}[c.rng.Intn(5)]
 		g.lazy = c.rng.Intn(3) == 0
 	}
+	// A third of the gangs are written as Workload API pod groups: they go
+	// through Kubernetes 1.37's pod-group scheduling cycle.
+	g.workload = c.rng.Intn(3) == 0
 	failed := false
+	if g.workload {
+		if _, err := c.h.kube.SchedulingV1beta1().PodGroups(g.ns).Create(ctx, g.podGroup(), metav1.CreateOptions{}); err != nil {
+			c.stats.Lock()
+			c.stats.apiErrors++
+			c.stats.Unlock()
+			c.deleteGang(ctx, g)
+			return
+		}
+		c.stats.Lock()
+		c.stats.workloadGangs++
+		c.stats.Unlock()
+	}
 	for _, p := range g.pods() {
 		_, err := c.h.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		c.stats.Lock()
@@ -262,6 +320,9 @@ func (c *churn) deleteGang(ctx context.Context, g *gang) {
 	for i := 0; i < g.n; i++ {
 		c.undeleted = append(c.undeleted, [2]string{g.ns, fmt.Sprintf("%s-%d", g.name, i)})
 	}
+	if g.workload {
+		c.undeletedPodGroups = append(c.undeletedPodGroups, [2]string{g.ns, g.name})
+	}
 	c.retryDeletes(ctx)
 }
 
@@ -281,4 +342,12 @@ func (c *churn) retryDeletes(ctx context.Context) {
 		}
 	}
 	c.undeleted = failed
+	var pgFailed [][2]string
+	for _, pg := range c.undeletedPodGroups {
+		err := c.h.kube.SchedulingV1beta1().PodGroups(pg[0]).Delete(ctx, pg[1], metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			pgFailed = append(pgFailed, pg)
+		}
+	}
+	c.undeletedPodGroups = pgFailed
 }

@@ -409,3 +409,41 @@ func TestPendingTimeout(t *testing.T) {
 		c.deletePods(t, pods)
 	})
 }
+
+// withoutAGStatus sets HiveSched's affinityGroupStatus: false.
+func withoutAGStatus(profile map[string]any) {
+	for _, pc := range profile["pluginConfig"].([]any) {
+		if pc.(map[string]any)["name"] == hivesched.Name {
+			pc.(map[string]any)["args"].(map[string]any)["affinityGroupStatus"] = false
+		}
+	}
+}
+
+// TestPendingTimeoutWithoutStatus (issue 31): the pending timeout fires
+// with the AffinityGroup status writer off too; no AffinityGroup object is
+// created.
+func TestPendingTimeoutWithoutStatus(t *testing.T) {
+	c := startCluster(t)
+	c.createNodes(t, "pn", 1, 1, 0)
+	c.createNamespace(t, "pn")
+	c.createVC(t, "pn-vc", []string{"pn"}, "V100-NODE", 1)
+	vc, err := c.vc.HiveschedV1alpha1().VirtualClusters().Get(t.Context(), "pn-vc", metav1.GetOptions{})
+	require.NoError(t, err)
+	vc.Spec.PendingTimeoutSeconds = ptr.To[int32](2)
+	_, err = c.vc.HiveschedV1alpha1().VirtualClusters().Update(t.Context(), vc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	c.startScheduler(t, physicalCluster("pn", 1, 1, 0), withoutAGStatus)
+
+	hold := gangPods("pn", "hold", "pn-vc", 9, 1, 8)
+	c.createPods(t, hold)
+	c.waitBound(t, hold, 30*time.Second)
+	pods := gangPods("pn", "late", "pn-vc", 1, 1, 8)
+	c.createPods(t, pods)
+	c.waitEvent(t, pods[0], "pending longer than its pending timeout", 20*time.Second)
+	c.deletePods(t, hold)
+	c.waitGone(t, hold, 20*time.Second)
+	c.requireUnbound(t, pods, 3*time.Second)
+	ags, err := c.vc.HiveschedV1alpha1().AffinityGroups("pn").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, ags.Items, "affinityGroupStatus: false writes no AffinityGroup")
+}

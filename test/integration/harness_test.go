@@ -182,6 +182,10 @@ const awaitKey = "__awaitLeadership"
 // kubeconfigKey carries withKubeconfig's file to startScheduler.
 const kubeconfigKey = "__kubeconfig"
 
+// extraPluginsKey carries the registry entries of test plugins (fault
+// injectors) to startScheduler.
+const extraPluginsKey = "__extraPlugins"
+
 // withKubeconfig runs the scheduler with the identity of kubeconfig (the
 // harness's admin otherwise).
 func withKubeconfig(path string) profileOption {
@@ -264,6 +268,9 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 			"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
 			"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
 			"bind":       map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+			// As manifests/scheduler, for Workload API pod groups.
+			"podGroupPostFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+			"placementGenerate":  map[string]any{"disabled": []any{map[string]any{"name": "TopologyPlacementGenerator"}}},
 		},
 		"pluginConfig": []any{
 			// As manifests/scheduler: HiveD's pods carry a resource no node
@@ -291,6 +298,11 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		hivesched.AwaitLeadership(true)
 		defer hivesched.AwaitLeadership(false)
 	}
+	setup := []app.Option{app.WithPlugin(hivesched.Name, hivesched.New)}
+	if extra, ok := profile[extraPluginsKey]; ok {
+		delete(profile, extraPluginsKey)
+		setup = append(setup, extra.([]app.Option)...)
+	}
 	kubeconfig := c.kubeconfig
 	if p, ok := profile[kubeconfigKey]; ok {
 		delete(profile, kubeconfigKey)
@@ -312,7 +324,7 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 	opts.ConfigFile = path
 	opts.SecureServing.BindPort = 0
 	ctx, cancel := context.WithCancel(context.Background())
-	cc, sched, err := app.Setup(ctx, opts, app.WithPlugin(hivesched.Name, hivesched.New))
+	cc, sched, err := app.Setup(ctx, opts, setup...)
 	if err != nil {
 		cancel()
 		require.NoError(t, err)

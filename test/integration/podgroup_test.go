@@ -114,3 +114,25 @@ func TestPodGroupInterop(t *testing.T) {
 		c.deletePods(t, pods)
 	})
 }
+
+// TestPodGroupCRDAfterStart (issue 31): scheduler-plugins' PodGroup CRD
+// installed after the scheduler started (an operator installed later) is
+// picked up without a restart; a GPU pod that names a PodGroup meanwhile is
+// told that the CRD is missing.
+func TestPodGroupCRDAfterStart(t *testing.T) {
+	c := startCluster(t)
+	c.createNodes(t, "late", 1, 1, 0)
+	c.createNamespace(t, "late")
+	c.createVC(t, "late-vc", []string{"late"}, "V100-NODE", 1)
+	c.startScheduler(t, physicalCluster("late", 1, 1, 0))
+	pods := podGroupPods("late", "kf", 2, 4, map[string]string{hivesched.LabelVirtualCluster: "late-vc"})
+	c.createPods(t, pods)
+	c.waitEvent(t, pods[0], "PodGroups (scheduling.x-k8s.io/v1alpha1) are not served", 20*time.Second)
+	c.requireUnbound(t, pods, time.Second)
+	pgc := c.installPodGroupCRD(t)
+	_, err := pgc.SchedulingV1alpha1().PodGroups("late").Create(t.Context(), &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "kf"},
+		Spec: pgv1alpha1.PodGroupSpec{MinMember: 2}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	c.waitBound(t, pods, 60*time.Second)
+	c.waitAG(t, "late", "kf", phaseIs(hv1.AffinityGroupRunning))
+}

@@ -88,6 +88,14 @@ var codeNeeds = []access{
 	{"hivesched.io", "affinitygroups/status", "update", ""},
 	{"scheduling.x-k8s.io", "podgroups", "list", ""},
 	{"scheduling.x-k8s.io", "podgroups", "watch", ""},
+	// Workload API (GenericWorkload): the PodGroup and CompositePodGroup
+	// informers are the scheduler's own; a PodGroup's Workload names its VC.
+	{"scheduling.k8s.io", "podgroups", "list", ""},
+	{"scheduling.k8s.io", "podgroups", "watch", ""},
+	{"scheduling.k8s.io", "compositepodgroups", "list", ""},
+	{"scheduling.k8s.io", "compositepodgroups", "watch", ""},
+	{"scheduling.k8s.io", "workloads", "list", ""},
+	{"scheduling.k8s.io", "workloads", "watch", ""},
 	{"", "pods", "get", ""},
 	{"", "pods", "list", ""},
 	{"", "pods", "watch", ""},
@@ -109,6 +117,9 @@ var inherited = []access{
 	{"", "pods", "get", ""}, {"", "pods", "list", ""}, {"", "pods", "watch", ""}, {"", "pods", "delete", ""},
 	{"", "pods/binding", "create", ""},
 	{"coordination.k8s.io", "leases", "create", ""},
+	// With GenericWorkload on in the API server (Kubernetes 1.36+).
+	{"scheduling.k8s.io", "podgroups", "list", ""}, {"scheduling.k8s.io", "podgroups", "watch", ""},
+	{"scheduling.k8s.io", "compositepodgroups", "list", ""}, {"scheduling.k8s.io", "compositepodgroups", "watch", ""},
 }
 
 func allows(rules []rbacv1.PolicyRule, a access) bool {
