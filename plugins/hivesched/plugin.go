@@ -389,7 +389,7 @@ func (p *HiveSched) entityKey(e fwk.QueuedEntityInfo) queueKey {
 }
 
 // entityPod is a queued entity's pod: the pod itself, or a pod group's first
-// unscheduled member (a composite group's, from its first child that has one).
+// unscheduled member (a composite group's gathers its leaf groups').
 func entityPod(e any) *v1.Pod {
 	switch x := e.(type) {
 	case interface{ GetPodInfo() fwk.PodInfo }:
@@ -397,11 +397,6 @@ func entityPod(e any) *v1.Pod {
 	case fwk.PodGroupInfo:
 		if pods := x.GetUnscheduledPods(); len(pods) > 0 {
 			return pods[0]
-		}
-		for _, c := range x.GetChildren() {
-			if pod := entityPod(c); pod != nil {
-				return pod
-			}
 		}
 	}
 	return nil

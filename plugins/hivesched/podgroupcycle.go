@@ -193,7 +193,10 @@ func (p *HiveSched) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCy
 		}
 		group := req.group.Name
 		if d := readPreempt(state, group); d != nil {
-			p.evictVictims(logger, pod, group, d.Victims)
+			if taken[group] == nil {
+				// Once per group: its victims are whole gangs.
+				p.evictVictims(logger, pod, group, d.Victims)
+			}
 			if res == nil {
 				res = &fwk.PodGroupPostFilterResult{NominatingInfos: map[types.NamespacedName]*fwk.NominatingInfo{}}
 			}
@@ -261,14 +264,10 @@ func preemptNode(d *cellcore.Decision, key string, leaves int32, taken map[int]b
 	return d.Pods[free].Node
 }
 
-// podGroupPods are the unscheduled pods of a pod group, a composite
-// group's from its children.
+// podGroupPods are the unscheduled pods of a pod group (a composite
+// group's are its leaf groups', which GetUnscheduledPods gathers).
 func podGroupPods(pg fwk.PodGroupInfo) []*v1.Pod {
-	pods := pg.GetUnscheduledPods()
-	for _, c := range pg.GetChildren() {
-		pods = append(pods, podGroupPods(c)...)
-	}
-	return pods
+	return pg.GetUnscheduledPods()
 }
 
 // GeneratePlacements (TopologyAwareWorkloadScheduling) decides a hivesched
