@@ -25,7 +25,6 @@ import (
 	unsafe "unsafe"
 
 	config "github.com/hivesched/hivesched/apis/config"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	conversion "k8s.io/apimachinery/pkg/conversion"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -82,9 +81,7 @@ func RegisterConversions(s *runtime.Scheme) error {
 }
 
 func autoConvert_v1_CellTypeSpec_To_config_CellTypeSpec(in *CellTypeSpec, out *config.CellTypeSpec, s conversion.Scope) error {
-	out.ChildCellType = in.ChildCellType
-	out.ChildCellNumber = in.ChildCellNumber
-	out.IsNodeLevel = in.IsNodeLevel
+	*out = *(*config.CellTypeSpec)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -94,9 +91,7 @@ func Convert_v1_CellTypeSpec_To_config_CellTypeSpec(in *CellTypeSpec, out *confi
 }
 
 func autoConvert_config_CellTypeSpec_To_v1_CellTypeSpec(in *config.CellTypeSpec, out *CellTypeSpec, s conversion.Scope) error {
-	out.ChildCellType = in.ChildCellType
-	out.ChildCellNumber = in.ChildCellNumber
-	out.IsNodeLevel = in.IsNodeLevel
+	*out = *(*CellTypeSpec)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -184,10 +179,7 @@ func Convert_config_HiveSchedArgs_To_v1_HiveSchedArgs(in *config.HiveSchedArgs, 
 }
 
 func autoConvert_v1_PhysicalCellSpec_To_config_PhysicalCellSpec(in *PhysicalCellSpec, out *config.PhysicalCellSpec, s conversion.Scope) error {
-	out.CellType = in.CellType
-	out.CellAddress = in.CellAddress
-	out.PinnedCellID = in.PinnedCellID
-	out.CellChildren = *(*[]config.PhysicalCellSpec)(unsafe.Pointer(&in.CellChildren))
+	*out = *(*config.PhysicalCellSpec)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -197,10 +189,7 @@ func Convert_v1_PhysicalCellSpec_To_config_PhysicalCellSpec(in *PhysicalCellSpec
 }
 
 func autoConvert_config_PhysicalCellSpec_To_v1_PhysicalCellSpec(in *config.PhysicalCellSpec, out *PhysicalCellSpec, s conversion.Scope) error {
-	out.CellType = in.CellType
-	out.CellAddress = in.CellAddress
-	out.PinnedCellID = in.PinnedCellID
-	out.CellChildren = *(*[]PhysicalCellSpec)(unsafe.Pointer(&in.CellChildren))
+	*out = *(*PhysicalCellSpec)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -210,9 +199,7 @@ func Convert_config_PhysicalCellSpec_To_v1_PhysicalCellSpec(in *config.PhysicalC
 }
 
 func autoConvert_v1_PhysicalClusterSpec_To_config_PhysicalClusterSpec(in *PhysicalClusterSpec, out *config.PhysicalClusterSpec, s conversion.Scope) error {
-	out.CellTypes = *(*map[string]config.CellTypeSpec)(unsafe.Pointer(&in.CellTypes))
-	out.PhysicalCells = *(*[]config.PhysicalCellSpec)(unsafe.Pointer(&in.PhysicalCells))
-	out.SkuTypes = *(*map[string]corev1.ResourceList)(unsafe.Pointer(&in.SkuTypes))
+	*out = *(*config.PhysicalClusterSpec)(unsafe.Pointer(in))
 	return nil
 }
 
@@ -222,9 +209,7 @@ func Convert_v1_PhysicalClusterSpec_To_config_PhysicalClusterSpec(in *PhysicalCl
 }
 
 func autoConvert_config_PhysicalClusterSpec_To_v1_PhysicalClusterSpec(in *config.PhysicalClusterSpec, out *PhysicalClusterSpec, s conversion.Scope) error {
-	out.CellTypes = *(*map[string]CellTypeSpec)(unsafe.Pointer(&in.CellTypes))
-	out.PhysicalCells = *(*[]PhysicalCellSpec)(unsafe.Pointer(&in.PhysicalCells))
-	out.SkuTypes = *(*map[string]corev1.ResourceList)(unsafe.Pointer(&in.SkuTypes))
+	*out = *(*PhysicalClusterSpec)(unsafe.Pointer(in))
 	return nil
 }
 

@@ -29,7 +29,7 @@ import (
 )
 
 type Interface interface {
-	Discovery() discovery.DiscoveryInterface
+	Discovery() discovery.DiscoveryInterfaces
 	HiveschedV1alpha1() hiveschedv1alpha1.HiveschedV1alpha1Interface
 }
 
@@ -45,7 +45,7 @@ func (c *Clientset) HiveschedV1alpha1() hiveschedv1alpha1.HiveschedV1alpha1Inter
 }
 
 // Discovery retrieves the DiscoveryClient
-func (c *Clientset) Discovery() discovery.DiscoveryInterface {
+func (c *Clientset) Discovery() discovery.DiscoveryInterfaces {
 	if c == nil {
 		return nil
 	}

@@ -26,11 +26,18 @@ import (
 
 // AffinityGroupApplyConfiguration represents a declarative configuration of the AffinityGroup type for use
 // with apply.
+//
+// AffinityGroup is a gang: pods placed all or nothing in a virtual cluster.
+// Users create one and label its pods hivesched.io/affinity-group=<name>
+// (the explicit form), or the scheduler creates one for every gang it sees
+// (the implicit form, labelled app.kubernetes.io/managed-by=hivesched).
 type AffinityGroupApplyConfiguration struct {
-	v1.TypeMetaApplyConfiguration    `json:",inline"`
+	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	Spec                             *AffinityGroupSpecApplyConfiguration   `json:"spec,omitempty"`
-	Status                           *AffinityGroupStatusApplyConfiguration `json:"status,omitempty"`
+	// Spec is what the group asks for.
+	Spec *AffinityGroupSpecApplyConfiguration `json:"spec,omitempty"`
+	// Status is the group as the scheduler sees it.
+	Status *AffinityGroupStatusApplyConfiguration `json:"status,omitempty"`
 }
 
 // AffinityGroup constructs a declarative configuration of the AffinityGroup type for use with
@@ -43,6 +50,7 @@ func AffinityGroup(name, namespace string) *AffinityGroupApplyConfiguration {
 	b.WithAPIVersion("hivesched.io/v1alpha1")
 	return b
 }
+
 func (b AffinityGroupApplyConfiguration) IsApplyConfiguration() {}
 
 // WithKind sets the Kind field in the declarative configuration to the given value

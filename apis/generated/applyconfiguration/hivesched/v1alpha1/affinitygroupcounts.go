@@ -20,10 +20,17 @@ package v1alpha1
 
 // AffinityGroupCountsApplyConfiguration represents a declarative configuration of the AffinityGroupCounts type for use
 // with apply.
+//
+// AffinityGroupCounts counts affinity groups of a VC by state (HiveD's
+// affinity group states).
 type AffinityGroupCountsApplyConfiguration struct {
-	Pending        *int32 `json:"pending,omitempty"`
-	Preempting     *int32 `json:"preempting,omitempty"`
-	Allocated      *int32 `json:"allocated,omitempty"`
+	// Pending groups wait for cells (gang not yet placeable or waiting in Permit).
+	Pending *int32 `json:"pending,omitempty"`
+	// Preempting groups have triggered preemption and wait for victims to go.
+	Preempting *int32 `json:"preempting,omitempty"`
+	// Allocated groups hold their cells.
+	Allocated *int32 `json:"allocated,omitempty"`
+	// BeingPreempted groups are being evicted by higher-priority groups.
 	BeingPreempted *int32 `json:"beingPreempted,omitempty"`
 }
 

@@ -20,6 +20,8 @@ package v1alpha1
 
 // AffinityGroupMemberApplyConfiguration represents a declarative configuration of the AffinityGroupMember type for use
 // with apply.
+//
+// AffinityGroupMember is PodNumber pods of LeafCellNumber leaf cells.
 type AffinityGroupMemberApplyConfiguration struct {
 	PodNumber      *int32 `json:"podNumber,omitempty"`
 	LeafCellNumber *int32 `json:"leafCellNumber,omitempty"`

@@ -20,12 +20,19 @@ package v1alpha1
 
 // AffinityGroupMemberCountsApplyConfiguration represents a declarative configuration of the AffinityGroupMemberCounts type for use
 // with apply.
+//
+// AffinityGroupMemberCounts counts a group's member pods.
 type AffinityGroupMemberCountsApplyConfiguration struct {
-	Total     *int32 `json:"total,omitempty"`
-	Bound     *int32 `json:"bound,omitempty"`
-	Running   *int32 `json:"running,omitempty"`
+	// Total is the number of member pods the group asks for.
+	Total *int32 `json:"total,omitempty"`
+	// Bound members have a node.
+	Bound *int32 `json:"bound,omitempty"`
+	// Running members run.
+	Running *int32 `json:"running,omitempty"`
+	// Succeeded members finished successfully.
 	Succeeded *int32 `json:"succeeded,omitempty"`
-	Failed    *int32 `json:"failed,omitempty"`
+	// Failed members failed.
+	Failed *int32 `json:"failed,omitempty"`
 }
 
 // AffinityGroupMemberCountsApplyConfiguration constructs a declarative configuration of the AffinityGroupMemberCounts type for use with

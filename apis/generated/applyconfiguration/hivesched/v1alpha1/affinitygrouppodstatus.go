@@ -20,11 +20,17 @@ package v1alpha1
 
 // AffinityGroupPodStatusApplyConfiguration represents a declarative configuration of the AffinityGroupPodStatus type for use
 // with apply.
+//
+// AffinityGroupPodStatus is one member pod and its cells.
 type AffinityGroupPodStatusApplyConfiguration struct {
-	Name            *string `json:"name,omitempty"`
-	Node            *string `json:"node,omitempty"`
+	// Name of the pod.
+	Name *string `json:"name,omitempty"`
+	// Node it is placed on.
+	Node *string `json:"node,omitempty"`
+	// LeafCellIndices are its device indices on the node.
 	LeafCellIndices []int32 `json:"leafCellIndices,omitempty"`
-	LeafCellType    *string `json:"leafCellType,omitempty"`
+	// LeafCellType of its cells.
+	LeafCellType *string `json:"leafCellType,omitempty"`
 }
 
 // AffinityGroupPodStatusApplyConfiguration constructs a declarative configuration of the AffinityGroupPodStatus type for use with

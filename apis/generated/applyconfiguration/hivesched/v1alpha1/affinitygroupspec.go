@@ -20,14 +20,26 @@ package v1alpha1
 
 // AffinityGroupSpecApplyConfiguration represents a declarative configuration of the AffinityGroupSpec type for use
 // with apply.
+//
+// AffinityGroupSpec is a gang's request, as HiveD's affinityGroup names it.
 type AffinityGroupSpecApplyConfiguration struct {
-	VirtualCluster        *string                                 `json:"virtualCluster,omitempty"`
-	Priority              *int32                                  `json:"priority,omitempty"`
-	Members               []AffinityGroupMemberApplyConfiguration `json:"members,omitempty"`
-	LeafCellType          *string                                 `json:"leafCellType,omitempty"`
-	PinnedCell            *string                                 `json:"pinnedCell,omitempty"`
-	LazyPreemption        *bool                                   `json:"lazyPreemption,omitempty"`
-	PendingTimeoutSeconds *int32                                  `json:"pendingTimeoutSeconds,omitempty"`
+	// VirtualCluster is the VC the group runs in.
+	VirtualCluster *string `json:"virtualCluster,omitempty"`
+	// Priority is -1 (opportunistic) or 0..1000 (guaranteed). Defaults to 0.
+	Priority *int32 `json:"priority,omitempty"`
+	// Members are the group's pods: PodNumber pods of LeafCellNumber leaf
+	// cells each. Each pod requests its leaf cells (nvidia.com/gpu).
+	Members []AffinityGroupMemberApplyConfiguration `json:"members,omitempty"`
+	// LeafCellType restricts the group to one leaf cell type (GPU model).
+	LeafCellType *string `json:"leafCellType,omitempty"`
+	// PinnedCell places the group in a pinned cell of its VC.
+	PinnedCell *string `json:"pinnedCell,omitempty"`
+	// LazyPreemption: when preempted, run on as opportunistic instead of
+	// being deleted.
+	LazyPreemption *bool `json:"lazyPreemption,omitempty"`
+	// PendingTimeoutSeconds overrides the VC's: a group pending longer goes
+	// Failed (reason PendingTimeout). 0 means no timeout.
+	PendingTimeoutSeconds *int32 `json:"pendingTimeoutSeconds,omitempty"`
 }
 
 // AffinityGroupSpecApplyConfiguration constructs a declarative configuration of the AffinityGroupSpec type for use with

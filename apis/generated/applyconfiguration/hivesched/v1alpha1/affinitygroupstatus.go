@@ -26,21 +26,40 @@ import (
 
 // AffinityGroupStatusApplyConfiguration represents a declarative configuration of the AffinityGroupStatus type for use
 // with apply.
+//
+// AffinityGroupStatus is written by the scheduler only.
 type AffinityGroupStatusApplyConfiguration struct {
-	Phase          *hiveschedv1alpha1.AffinityGroupPhase        `json:"phase,omitempty"`
-	State          *string                                      `json:"state,omitempty"`
-	Reason         *string                                      `json:"reason,omitempty"`
-	Message        *string                                      `json:"message,omitempty"`
-	Members        *AffinityGroupMemberCountsApplyConfiguration `json:"members,omitempty"`
-	MembersSummary *string                                      `json:"membersSummary,omitempty"`
-	Pods           []AffinityGroupPodStatusApplyConfiguration   `json:"pods,omitempty"`
-	Preempting     []string                                     `json:"preempting,omitempty"`
-	PreemptedBy    *string                                      `json:"preemptedBy,omitempty"`
-	AdmittedTime   *v1.Time                                     `json:"admittedTime,omitempty"`
-	FirstBoundTime *v1.Time                                     `json:"firstBoundTime,omitempty"`
-	RunningTime    *v1.Time                                     `json:"runningTime,omitempty"`
-	FinishedTime   *v1.Time                                     `json:"finishedTime,omitempty"`
-	Conditions     []metav1.ConditionApplyConfiguration         `json:"conditions,omitempty"`
+	// Phase is the lifecycle phase (YuniKorn's application states).
+	Phase *hiveschedv1alpha1.AffinityGroupPhase `json:"phase,omitempty"`
+	// State is HiveD's affinity group state: Pending, Preempting,
+	// Allocated, Being preempted (Deleted once the group holds nothing).
+	State *string `json:"state,omitempty"`
+	// Reason is a CamelCase word for the phase or the wait (Waiting,
+	// Preempting, PendingTimeout, Preempted, VirtualClusterRefused, ...).
+	Reason *string `json:"reason,omitempty"`
+	// Message says in one sentence what the group waits for or why it
+	// ended.
+	Message *string `json:"message,omitempty"`
+	// Members counts the member pods.
+	Members *AffinityGroupMemberCountsApplyConfiguration `json:"members,omitempty"`
+	// MembersSummary is "bound/total", the MEMBERS column.
+	MembersSummary *string `json:"membersSummary,omitempty"`
+	// Pods are the member pods with their placement.
+	Pods []AffinityGroupPodStatusApplyConfiguration `json:"pods,omitempty"`
+	// Preempting names the groups whose cells this group takes.
+	Preempting []string `json:"preempting,omitempty"`
+	// PreemptedBy names the group that preempted this one.
+	PreemptedBy *string `json:"preemptedBy,omitempty"`
+	// AdmittedTime: the group was admitted (Accepted).
+	AdmittedTime *v1.Time `json:"admittedTime,omitempty"`
+	// FirstBoundTime: its first member was bound.
+	FirstBoundTime *v1.Time `json:"firstBoundTime,omitempty"`
+	// RunningTime: every member was bound.
+	RunningTime *v1.Time `json:"runningTime,omitempty"`
+	// FinishedTime: it reached Completed, Failed or Rejected.
+	FinishedTime *v1.Time `json:"finishedTime,omitempty"`
+	// Conditions: Scheduled, Downgraded.
+	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
 // AffinityGroupStatusApplyConfiguration constructs a declarative configuration of the AffinityGroupStatus type for use with

@@ -20,14 +20,29 @@ package v1alpha1
 
 // CellTypeStatusApplyConfiguration represents a declarative configuration of the CellTypeStatus type for use
 // with apply.
+//
+// CellTypeStatus reports the virtual cells of one cell type.
 type CellTypeStatusApplyConfiguration struct {
-	CellType      *string `json:"cellType,omitempty"`
-	Level         *int32  `json:"level,omitempty"`
-	TotalCells    *int32  `json:"totalCells,omitempty"`
-	BoundCells    *int32  `json:"boundCells,omitempty"`
-	BadCells      *int32  `json:"badCells,omitempty"`
-	UsedLeafCells *int32  `json:"usedLeafCells,omitempty"`
-	FreeLeafCells *int32  `json:"freeLeafCells,omitempty"`
+	// CellType is the cell type (or dotted path) as given in the spec, or the
+	// pinned cell id prefixed with "pinned:" for pinned cells.
+	CellType *string `json:"cellType,omitempty"`
+	// Level is the level of the cell type in the physical hierarchy
+	// (1 = leaf cell).
+	Level *int32 `json:"level,omitempty"`
+	// TotalCells is the number of virtual cells of this type in the VC.
+	TotalCells *int32 `json:"totalCells,omitempty"`
+	// BoundCells is the number of those virtual cells currently bound to a
+	// physical cell.
+	BoundCells *int32 `json:"boundCells,omitempty"`
+	// BadCells is the number of those virtual cells that are bound to (or can
+	// only be bound to) unhealthy physical cells.
+	BadCells *int32 `json:"badCells,omitempty"`
+	// UsedLeafCells is the number of leaf cells under these virtual cells
+	// that are allocated to affinity groups.
+	UsedLeafCells *int32 `json:"usedLeafCells,omitempty"`
+	// FreeLeafCells is the number of leaf cells under these virtual cells
+	// that are free.
+	FreeLeafCells *int32 `json:"freeLeafCells,omitempty"`
 }
 
 // CellTypeStatusApplyConfiguration constructs a declarative configuration of the CellTypeStatus type for use with

@@ -20,12 +20,29 @@ package v1alpha1
 
 // NamespaceLimitsApplyConfiguration represents a declarative configuration of the NamespaceLimits type for use
 // with apply.
+//
+// NamespaceLimits bounds one namespace's use of a VC. An absent field is no
+// bound.
 type NamespaceLimitsApplyConfiguration struct {
-	Namespace         *string `json:"namespace,omitempty"`
-	MaxLeafCells      *int32  `json:"maxLeafCells,omitempty"`
-	MaxRunningGroups  *int32  `json:"maxRunningGroups,omitempty"`
-	MaxGroupLeafCells *int32  `json:"maxGroupLeafCells,omitempty"`
-	MaxPriority       *int32  `json:"maxPriority,omitempty"`
+	// Namespace the limits apply to, or "*" for every namespace without an
+	// entry of its own.
+	Namespace *string `json:"namespace,omitempty"`
+	// MaxLeafCells is the most leaf cells (e.g. GPUs) the namespace's
+	// affinity groups of this VC may hold at once (running, being
+	// preempted, or reserved while preempting). A group that would go over
+	// waits, with a reason naming the limit.
+	MaxLeafCells *int32 `json:"maxLeafCells,omitempty"`
+	// MaxRunningGroups is the most affinity groups of the namespace that may
+	// hold cells of this VC at once. A group that would go over waits.
+	MaxRunningGroups *int32 `json:"maxRunningGroups,omitempty"`
+	// MaxGroupLeafCells is the most leaf cells one affinity group of the
+	// namespace may ask for in all. A larger group is refused (an event on
+	// its pods).
+	MaxGroupLeafCells *int32 `json:"maxGroupLeafCells,omitempty"`
+	// MaxPriority is the highest priority (-1 opportunistic .. 1000) the
+	// namespace's groups may ask for in this VC. A group asking for more is
+	// refused (an event on its pods).
+	MaxPriority *int32 `json:"maxPriority,omitempty"`
 }
 
 // NamespaceLimitsApplyConfiguration constructs a declarative configuration of the NamespaceLimits type for use with

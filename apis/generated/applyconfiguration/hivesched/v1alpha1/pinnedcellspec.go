@@ -20,7 +20,11 @@ package v1alpha1
 
 // PinnedCellSpecApplyConfiguration represents a declarative configuration of the PinnedCellSpec type for use
 // with apply.
+//
+// PinnedCellSpec reserves one physical cell for the VC.
 type PinnedCellSpecApplyConfiguration struct {
+	// PinnedCellID is the pinnedCellId of a physical cell in the scheduler's
+	// physical cluster configuration.
 	PinnedCellID *string `json:"pinnedCellId,omitempty"`
 }
 

@@ -20,9 +20,15 @@ package v1alpha1
 
 // VirtualCellSpecApplyConfiguration represents a declarative configuration of the VirtualCellSpec type for use
 // with apply.
+//
+// VirtualCellSpec requests CellNumber cells of type CellType.
 type VirtualCellSpecApplyConfiguration struct {
-	CellType   *string `json:"cellType,omitempty"`
-	CellNumber *int32  `json:"cellNumber,omitempty"`
+	// CellType is a cell type of the physical cluster (e.g. "V100-NODE"), or a
+	// HiveD dotted path from a top-level cell type down to the wanted type
+	// (e.g. "V100-RACK.V100-NODE").
+	CellType *string `json:"cellType,omitempty"`
+	// CellNumber is the number of cells of CellType.
+	CellNumber *int32 `json:"cellNumber,omitempty"`
 }
 
 // VirtualCellSpecApplyConfiguration constructs a declarative configuration of the VirtualCellSpec type for use with

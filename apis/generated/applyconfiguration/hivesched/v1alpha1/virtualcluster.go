@@ -26,11 +26,18 @@ import (
 
 // VirtualClusterApplyConfiguration represents a declarative configuration of the VirtualCluster type for use
 // with apply.
+//
+// VirtualCluster is a HiveD virtual cluster: a guaranteed quota of cells of
+// given types (and optionally specific pinned physical cells) that pods of the
+// allowed namespaces can use. It is cluster-scoped; its name is the VC name
+// that pods refer to.
 type VirtualClusterApplyConfiguration struct {
-	v1.TypeMetaApplyConfiguration    `json:",inline"`
+	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
-	Spec                             *VirtualClusterSpecApplyConfiguration   `json:"spec,omitempty"`
-	Status                           *VirtualClusterStatusApplyConfiguration `json:"status,omitempty"`
+	// Spec is the desired virtual cluster.
+	Spec *VirtualClusterSpecApplyConfiguration `json:"spec,omitempty"`
+	// Status is the virtual cluster as observed by the scheduler.
+	Status *VirtualClusterStatusApplyConfiguration `json:"status,omitempty"`
 }
 
 // VirtualCluster constructs a declarative configuration of the VirtualCluster type for use with
@@ -42,6 +49,7 @@ func VirtualCluster(name string) *VirtualClusterApplyConfiguration {
 	b.WithAPIVersion("hivesched.io/v1alpha1")
 	return b
 }
+
 func (b VirtualClusterApplyConfiguration) IsApplyConfiguration() {}
 
 // WithKind sets the Kind field in the declarative configuration to the given value

@@ -24,16 +24,54 @@ import (
 
 // VirtualClusterSpecApplyConfiguration represents a declarative configuration of the VirtualClusterSpec type for use
 // with apply.
+//
+// VirtualClusterSpec is the desired state of a VirtualCluster. Field names
+// follow HiveD's virtualClusters configuration.
 type VirtualClusterSpecApplyConfiguration struct {
-	VirtualCells               []VirtualCellSpecApplyConfiguration    `json:"virtualCells,omitempty"`
-	PinnedCells                []PinnedCellSpecApplyConfiguration     `json:"pinnedCells,omitempty"`
-	AllowedNamespaces          []string                               `json:"allowedNamespaces,omitempty"`
-	State                      *hiveschedv1alpha1.VirtualClusterState `json:"state,omitempty"`
-	Sequencer                  *hiveschedv1alpha1.Sequencer           `json:"sequencer,omitempty"`
-	Selector                   *hiveschedv1alpha1.Selector            `json:"selector,omitempty"`
-	Limits                     []NamespaceLimitsApplyConfiguration    `json:"limits,omitempty"`
-	PendingTimeoutSeconds      *int32                                 `json:"pendingTimeoutSeconds,omitempty"`
-	DeletePodsOnPendingTimeout *bool                                  `json:"deletePodsOnPendingTimeout,omitempty"`
+	// VirtualCells are the non-pinned cells guaranteed to this VC, each as a
+	// cell type and a count.
+	VirtualCells []VirtualCellSpecApplyConfiguration `json:"virtualCells,omitempty"`
+	// PinnedCells are specific physical cells (by their pinnedCellId in the
+	// physical cluster configuration) reserved for this VC.
+	PinnedCells []PinnedCellSpecApplyConfiguration `json:"pinnedCells,omitempty"`
+	// AllowedNamespaces lists the namespaces whose pods may use this VC.
+	// The entry "*" allows every namespace. An empty or absent list allows
+	// no namespace at all (the VC then only reserves capacity), so access
+	// must always be granted explicitly.
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
+	// State is the desired lifecycle state: Active (the default; an empty
+	// value is treated as Active), Draining (no new affinity groups are
+	// admitted, running ones continue) or Stopped (no new affinity groups,
+	// used to decommission the VC).
+	State *hiveschedv1alpha1.VirtualClusterState `json:"state,omitempty"`
+	// Sequencer orders the VC's pending affinity groups of equal priority
+	// (seed 004's sequencers): PriorityFIFO (the default: oldest first),
+	// PriorityLIFO (newest first) or DRF (the namespace with the smallest
+	// dominant share of the VC first, FIFO inside a namespace). Higher
+	// priority always goes first.
+	Sequencer *hiveschedv1alpha1.Sequencer `json:"sequencer,omitempty"`
+	// Selector chooses among the placements the buddy cell allocation
+	// allows (seed 004's agent selectors): Pack (the default: HiveD's
+	// packing into the busiest cells that fit), Spread (members of a group,
+	// and groups that share a hivesched.io/spread-key, on different nodes,
+	// then different racks, as far as the VC's cells allow) or RoundRobin
+	// (rotate among equally good cells).
+	Selector *hiveschedv1alpha1.Selector `json:"selector,omitempty"`
+	// Limits bound what each namespace may use of the VC (seed 004's
+	// validators). The entry with namespace "*" applies to every namespace
+	// that has no entry of its own. Without an entry a namespace is bounded
+	// only by the VC's cells and may use every priority.
+	Limits []NamespaceLimitsApplyConfiguration `json:"limits,omitempty"`
+	// PendingTimeoutSeconds: an affinity group of this VC that stays
+	// pending longer (from its admission) goes Failed with reason
+	// PendingTimeout (seed 004); its pods get an event and are no longer
+	// scheduled. An AffinityGroup's spec.pendingTimeoutSeconds overrides
+	// it. Absent or 0: no timeout.
+	PendingTimeoutSeconds *int32 `json:"pendingTimeoutSeconds,omitempty"`
+	// DeletePodsOnPendingTimeout: the pods of a group that timed out are
+	// deleted. Otherwise (the default) they are left to their owner (a
+	// Job's controller sees them pending and decides).
+	DeletePodsOnPendingTimeout *bool `json:"deletePodsOnPendingTimeout,omitempty"`
 }
 
 // VirtualClusterSpecApplyConfiguration constructs a declarative configuration of the VirtualClusterSpec type for use with

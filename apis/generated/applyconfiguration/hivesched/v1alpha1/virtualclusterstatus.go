@@ -25,21 +25,58 @@ import (
 
 // VirtualClusterStatusApplyConfiguration represents a declarative configuration of the VirtualClusterStatus type for use
 // with apply.
+//
+// VirtualClusterStatus is the state of a VirtualCluster as observed by the
+// scheduler.
 type VirtualClusterStatusApplyConfiguration struct {
-	State                  *hiveschedv1alpha1.VirtualClusterState `json:"state,omitempty"`
-	ObservedGeneration     *int64                                 `json:"observedGeneration,omitempty"`
-	Conditions             []v1.ConditionApplyConfiguration       `json:"conditions,omitempty"`
-	CellsSummary           *string                                `json:"cellsSummary,omitempty"`
-	Cells                  []CellTypeStatusApplyConfiguration     `json:"cells,omitempty"`
-	AffinityGroups         *AffinityGroupCountsApplyConfiguration `json:"affinityGroups,omitempty"`
-	TotalLeafCells         *int32                                 `json:"totalLeafCells,omitempty"`
-	UsedLeafCells          *int32                                 `json:"usedLeafCells,omitempty"`
-	FreeLeafCells          *int32                                 `json:"freeLeafCells,omitempty"`
-	OpportunisticGroups    *int32                                 `json:"opportunisticGroups,omitempty"`
-	DowngradedGroups       *int32                                 `json:"downgradedGroups,omitempty"`
-	OpportunisticLeafCells *int32                                 `json:"opportunisticLeafCells,omitempty"`
-	LostLeafCells          *int32                                 `json:"lostLeafCells,omitempty"`
-	ForeignLeafCells       *int32                                 `json:"foreignLeafCells,omitempty"`
+	// State is the observed lifecycle state: Active, Draining, Stopped, or
+	// Rejected when the scheduler refused the spec.
+	State *hiveschedv1alpha1.VirtualClusterState `json:"state,omitempty"`
+	// ObservedGeneration is the metadata.generation the status reflects.
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// Conditions are the latest observations (types Admitted, Rejected and
+	// CellsLost).
+	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// CellsSummary is a short human-readable summary of the virtual cells,
+	// e.g. "4xV100-NODE,pinned:rack0-node0" (after two pinned cells the
+	// others are counted: "pinned:a,b,+3"); shown in the CELLS printer column.
+	CellsSummary *string `json:"cellsSummary,omitempty"`
+	// Cells reports usage per cell type of the VC.
+	Cells []CellTypeStatusApplyConfiguration `json:"cells,omitempty"`
+	// AffinityGroups counts the VC's affinity groups (gangs) by state.
+	AffinityGroups *AffinityGroupCountsApplyConfiguration `json:"affinityGroups,omitempty"`
+	// TotalLeafCells is the number of leaf cells (e.g. GPUs) in the VC.
+	TotalLeafCells *int32 `json:"totalLeafCells,omitempty"`
+	// UsedLeafCells is the number of the VC's leaf cells allocated to (or
+	// reserved for) its guaranteed affinity groups.
+	UsedLeafCells *int32 `json:"usedLeafCells,omitempty"`
+	// FreeLeafCells is the number of the VC's leaf cells that are free and
+	// healthy: in its bound cells, and every leaf cell of its virtual cells
+	// not bound yet. TotalLeafCells - UsedLeafCells - FreeLeafCells are on
+	// unhealthy hardware or lent to opportunistic groups.
+	FreeLeafCells *int32 `json:"freeLeafCells,omitempty"`
+	// OpportunisticGroups is the number of the VC's running affinity groups
+	// that are opportunistic: priority -1, or guaranteed groups downgraded
+	// (see DowngradedGroups). They use idle cells anywhere in the cluster,
+	// outside the VC's guarantee, and any guaranteed group may preempt them.
+	OpportunisticGroups *int32 `json:"opportunisticGroups,omitempty"`
+	// DowngradedGroups is how many of the OpportunisticGroups were
+	// guaranteed and were downgraded: lazily preempted by a higher-priority
+	// group of the VC (lazyPreemptionEnable), or displaced when the VC
+	// shrank. Their pods carry a LazilyPreempted event.
+	DowngradedGroups *int32 `json:"downgradedGroups,omitempty"`
+	// OpportunisticLeafCells is the number of leaf cells the
+	// OpportunisticGroups use, wherever they run.
+	OpportunisticLeafCells *int32 `json:"opportunisticLeafCells,omitempty"`
+	// LostLeafCells is the number of the VC's leaf cells that are lost: on
+	// unhealthy hardware or held by pods hivesched did not place (see the
+	// CellsLost condition). The VC keeps them bound so that it sees its
+	// loss rather than another VC losing a promised cell.
+	LostLeafCells *int32 `json:"lostLeafCells,omitempty"`
+	// ForeignLeafCells is how many of the LostLeafCells pods hivesched did
+	// not place hold (another scheduler's pods, or pods created with
+	// spec.nodeName, that request the leaf cell resource).
+	ForeignLeafCells *int32 `json:"foreignLeafCells,omitempty"`
 }
 
 // VirtualClusterStatusApplyConfiguration constructs a declarative configuration of the VirtualClusterStatus type for use with

@@ -28,16 +28,45 @@ import (
 	apishiveschedv1alpha1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
+	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	watch "k8s.io/apimachinery/pkg/watch"
 	cache "k8s.io/client-go/tools/cache"
 )
 
 // AffinityGroupInformer provides access to a shared informer and lister for
-// AffinityGroups.
+// AffinityGroups. Prefer using the type-safe variant (see [TypedAffinityGroupInformer]).
 type AffinityGroupInformer interface {
 	Informer() cache.SharedIndexInformer
 	Lister() hiveschedv1alpha1.AffinityGroupLister
 }
+
+// TypedAffinityGroupInformer provides access to a shared informer and lister for
+// AffinityGroups, including the type-safe TypedInformer variant.
+// It is a superset of AffinityGroupInformer.
+type TypedAffinityGroupInformer interface {
+	Informer() cache.SharedIndexInformer
+	TypedInformer() AffinityGroupIndexInformer
+	Lister() hiveschedv1alpha1.AffinityGroupLister
+}
+
+// AffinityGroupIndexInformer is a wrapper around the underlying [cache.SharedIndexInformer]
+// with type-safe variants of several methods.
+type AffinityGroupIndexInformer cache.TypedSharedIndexInformer[*apishiveschedv1alpha1.AffinityGroup]
+
+// AffinityGroupHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerFuncs] for AffinityGroup.
+type AffinityGroupHandlerFuncs = cache.TypedResourceEventHandlerFuncs[*apishiveschedv1alpha1.AffinityGroup]
+
+// AffinityGroupDetailedHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerDetailedFuncs] for AffinityGroup.
+type AffinityGroupDetailedHandlerFuncs = cache.TypedResourceEventHandlerDetailedFuncs[*apishiveschedv1alpha1.AffinityGroup]
+
+// AffinityGroupFilteringHandler is a specialization of [cache.TypedFilteringResourceEventHandler] for AffinityGroup.
+type AffinityGroupFilteringHandler = cache.TypedFilteringResourceEventHandler[*apishiveschedv1alpha1.AffinityGroup]
+
+// AffinityGroupIndexers is a specialization of [cache.TypedIndexers] for AffinityGroup.
+type AffinityGroupIndexers = cache.TypedIndexers[*apishiveschedv1alpha1.AffinityGroup]
+
+// DeletedAffinityGroup is a specialization of [cache.DeletedObject] for AffinityGroup.
+type DeletedAffinityGroup = cache.DeletedObject[*apishiveschedv1alpha1.AffinityGroup]
 
 type affinityGroupInformer struct {
 	factory          internalinterfaces.SharedInformerFactory
@@ -48,55 +77,132 @@ type affinityGroupInformer struct {
 // NewAffinityGroupInformer constructs a new informer for AffinityGroup type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedAffinityGroupInformer]).
 func NewAffinityGroupInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
-	return NewFilteredAffinityGroupInformer(client, namespace, resyncPeriod, indexers, nil)
+	return NewAffinityGroupInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers})
+}
+
+// NewTypedAffinityGroupInformer constructs a new informer for AffinityGroup type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedAffinityGroupInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers AffinityGroupIndexers) AffinityGroupIndexInformer {
+	return NewTypedAffinityGroupInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers)})
 }
 
 // NewFilteredAffinityGroupInformer constructs a new informer for AffinityGroup type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedFilteredAffinityGroupInformer]).
 func NewFilteredAffinityGroupInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-	return cache.NewSharedIndexInformer(
-		&cache.ListWatch{
-			ListFunc: func(options v1.ListOptions) (runtime.Object, error) {
+	return NewTypedAffinityGroupInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+}
+
+// NewTypedFilteredAffinityGroupInformer constructs a new informer for AffinityGroup type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedFilteredAffinityGroupInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers AffinityGroupIndexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) AffinityGroupIndexInformer {
+	return NewTypedAffinityGroupInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers), TweakListOptions: tweakListOptions})
+}
+
+// NewAffinityGroupInformerWithOptions constructs a new informer for AffinityGroup type with additional options.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedAffinityGroupInformerWithOptions]).
+func NewAffinityGroupInformerWithOptions(client versioned.Interface, namespace string, options internalinterfaces.InformerOptions) cache.SharedIndexInformer {
+	return NewTypedAffinityGroupInformerWithOptions(client, namespace, options)
+}
+
+// NewTypedAffinityGroupInformerWithOptions constructs a new informer for AffinityGroup type with additional options.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedAffinityGroupInformerWithOptions(client versioned.Interface, namespace string, options internalinterfaces.InformerOptions) AffinityGroupIndexInformer {
+	gvr := schema.GroupVersionResource{Group: "hivesched.io", Version: "v1alpha1", Resource: "affinitygroups"}
+	identifier := options.InformerName.WithResource(gvr)
+	tweakListOptions := options.TweakListOptions
+	return cache.NewTypedSharedIndexInformer[*apishiveschedv1alpha1.AffinityGroup](cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListFunc: func(opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
-					tweakListOptions(&options)
+					tweakListOptions(&opts)
 				}
-				return client.HiveschedV1alpha1().AffinityGroups(namespace).List(context.Background(), options)
+				return client.HiveschedV1alpha1().AffinityGroups(namespace).List(context.Background(), opts)
 			},
-			WatchFunc: func(options v1.ListOptions) (watch.Interface, error) {
+			WatchFunc: func(opts v1.ListOptions) (watch.Interface, error) {
 				if tweakListOptions != nil {
-					tweakListOptions(&options)
+					tweakListOptions(&opts)
 				}
-				return client.HiveschedV1alpha1().AffinityGroups(namespace).Watch(context.Background(), options)
+				return client.HiveschedV1alpha1().AffinityGroups(namespace).Watch(context.Background(), opts)
 			},
-			ListWithContextFunc: func(ctx context.Context, options v1.ListOptions) (runtime.Object, error) {
+			ListWithContextFunc: func(ctx context.Context, opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
-					tweakListOptions(&options)
+					tweakListOptions(&opts)
 				}
-				return client.HiveschedV1alpha1().AffinityGroups(namespace).List(ctx, options)
+				return client.HiveschedV1alpha1().AffinityGroups(namespace).List(ctx, opts)
 			},
-			WatchFuncWithContext: func(ctx context.Context, options v1.ListOptions) (watch.Interface, error) {
+			WatchFuncWithContext: func(ctx context.Context, opts v1.ListOptions) (watch.Interface, error) {
 				if tweakListOptions != nil {
-					tweakListOptions(&options)
+					tweakListOptions(&opts)
 				}
-				return client.HiveschedV1alpha1().AffinityGroups(namespace).Watch(ctx, options)
+				return client.HiveschedV1alpha1().AffinityGroups(namespace).Watch(ctx, opts)
 			},
-		},
+		}, client),
 		&apishiveschedv1alpha1.AffinityGroup{},
-		resyncPeriod,
-		indexers,
-	)
+		cache.SharedIndexInformerOptions{
+			ResyncPeriod: options.ResyncPeriod,
+			Indexers:     options.Indexers,
+			Identifier:   identifier,
+		},
+	))
 }
 
 func (f *affinityGroupInformer) defaultInformer(client versioned.Interface, resyncPeriod time.Duration) cache.SharedIndexInformer {
-	return NewFilteredAffinityGroupInformer(client, f.namespace, resyncPeriod, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, f.tweakListOptions)
+	return NewTypedAffinityGroupInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
 }
 
 func (f *affinityGroupInformer) Informer() cache.SharedIndexInformer {
-	return f.factory.InformerFor(&apishiveschedv1alpha1.AffinityGroup{}, f.defaultInformer)
+	return f.TypedInformer()
+}
+
+func (f *affinityGroupInformer) TypedInformer() AffinityGroupIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apishiveschedv1alpha1.AffinityGroup](f.factory.InformerFor(&apishiveschedv1alpha1.AffinityGroup{}, f.defaultInformer))
 }
 
 func (f *affinityGroupInformer) Lister() hiveschedv1alpha1.AffinityGroupLister {
 	return hiveschedv1alpha1.NewAffinityGroupLister(f.Informer().GetIndexer())
+}
+
+// ToTypedAffinityGroupInformer converts an untyped informer into a TypedAffinityGroupInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *AffinityGroup. If that is not the case, calling type-safe methods of the returned
+// TypedAffinityGroupInformer leads to runtime panics. A safer alternative is to pass
+// around a TypedAffinityGroupInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToTypedAffinityGroupInformer(informer AffinityGroupInformer) TypedAffinityGroupInformer {
+	if informer, ok := informer.(TypedAffinityGroupInformer); ok {
+		return informer
+	}
+	return &affinityGroupTypedInformerAdapter{informer}
+}
+
+type affinityGroupTypedInformerAdapter struct {
+	AffinityGroupInformer
+}
+
+func (a *affinityGroupTypedInformerAdapter) TypedInformer() AffinityGroupIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apishiveschedv1alpha1.AffinityGroup](a.Informer())
+}
+
+// ToAffinityGroupIndexInformer converts an untyped informer into a AffinityGroupIndexInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *AffinityGroup. If that is not the case, calling type-safe methods of the returned
+// AffinityGroupIndexInformer leads to runtime panics. A safer alternative is to pass
+// around a AffinityGroupIndexInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToAffinityGroupIndexInformer(informer cache.SharedIndexInformer) AffinityGroupIndexInformer {
+	if informer, ok := informer.(AffinityGroupIndexInformer); ok {
+		return informer
+	}
+	return cache.NewTypedSharedIndexInformer[*apishiveschedv1alpha1.AffinityGroup](informer)
 }

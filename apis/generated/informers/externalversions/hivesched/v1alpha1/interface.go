@@ -25,9 +25,9 @@ import (
 // Interface provides access to all the informers in this group version.
 type Interface interface {
 	// AffinityGroups returns a AffinityGroupInformer.
-	AffinityGroups() AffinityGroupInformer
+	AffinityGroups() TypedAffinityGroupInformer
 	// VirtualClusters returns a VirtualClusterInformer.
-	VirtualClusters() VirtualClusterInformer
+	VirtualClusters() TypedVirtualClusterInformer
 }
 
 type version struct {
@@ -41,12 +41,12 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
 }
 
-// AffinityGroups returns a AffinityGroupInformer.
-func (v *version) AffinityGroups() AffinityGroupInformer {
+// AffinityGroups returns a TypedAffinityGroupInformer.
+func (v *version) AffinityGroups() TypedAffinityGroupInformer {
 	return &affinityGroupInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
-// VirtualClusters returns a VirtualClusterInformer.
-func (v *version) VirtualClusters() VirtualClusterInformer {
+// VirtualClusters returns a TypedVirtualClusterInformer.
+func (v *version) VirtualClusters() TypedVirtualClusterInformer {
 	return &virtualClusterInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

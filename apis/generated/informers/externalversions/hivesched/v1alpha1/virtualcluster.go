@@ -28,16 +28,45 @@ import (
 	apishiveschedv1alpha1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
+	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	watch "k8s.io/apimachinery/pkg/watch"
 	cache "k8s.io/client-go/tools/cache"
 )
 
 // VirtualClusterInformer provides access to a shared informer and lister for
-// VirtualClusters.
+// VirtualClusters. Prefer using the type-safe variant (see [TypedVirtualClusterInformer]).
 type VirtualClusterInformer interface {
 	Informer() cache.SharedIndexInformer
 	Lister() hiveschedv1alpha1.VirtualClusterLister
 }
+
+// TypedVirtualClusterInformer provides access to a shared informer and lister for
+// VirtualClusters, including the type-safe TypedInformer variant.
+// It is a superset of VirtualClusterInformer.
+type TypedVirtualClusterInformer interface {
+	Informer() cache.SharedIndexInformer
+	TypedInformer() VirtualClusterIndexInformer
+	Lister() hiveschedv1alpha1.VirtualClusterLister
+}
+
+// VirtualClusterIndexInformer is a wrapper around the underlying [cache.SharedIndexInformer]
+// with type-safe variants of several methods.
+type VirtualClusterIndexInformer cache.TypedSharedIndexInformer[*apishiveschedv1alpha1.VirtualCluster]
+
+// VirtualClusterHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerFuncs] for VirtualCluster.
+type VirtualClusterHandlerFuncs = cache.TypedResourceEventHandlerFuncs[*apishiveschedv1alpha1.VirtualCluster]
+
+// VirtualClusterDetailedHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerDetailedFuncs] for VirtualCluster.
+type VirtualClusterDetailedHandlerFuncs = cache.TypedResourceEventHandlerDetailedFuncs[*apishiveschedv1alpha1.VirtualCluster]
+
+// VirtualClusterFilteringHandler is a specialization of [cache.TypedFilteringResourceEventHandler] for VirtualCluster.
+type VirtualClusterFilteringHandler = cache.TypedFilteringResourceEventHandler[*apishiveschedv1alpha1.VirtualCluster]
+
+// VirtualClusterIndexers is a specialization of [cache.TypedIndexers] for VirtualCluster.
+type VirtualClusterIndexers = cache.TypedIndexers[*apishiveschedv1alpha1.VirtualCluster]
+
+// DeletedVirtualCluster is a specialization of [cache.DeletedObject] for VirtualCluster.
+type DeletedVirtualCluster = cache.DeletedObject[*apishiveschedv1alpha1.VirtualCluster]
 
 type virtualClusterInformer struct {
 	factory          internalinterfaces.SharedInformerFactory
@@ -47,55 +76,132 @@ type virtualClusterInformer struct {
 // NewVirtualClusterInformer constructs a new informer for VirtualCluster type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedVirtualClusterInformer]).
 func NewVirtualClusterInformer(client versioned.Interface, resyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
-	return NewFilteredVirtualClusterInformer(client, resyncPeriod, indexers, nil)
+	return NewVirtualClusterInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers})
+}
+
+// NewTypedVirtualClusterInformer constructs a new informer for VirtualCluster type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedVirtualClusterInformer(client versioned.Interface, resyncPeriod time.Duration, indexers VirtualClusterIndexers) VirtualClusterIndexInformer {
+	return NewTypedVirtualClusterInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers)})
 }
 
 // NewFilteredVirtualClusterInformer constructs a new informer for VirtualCluster type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedFilteredVirtualClusterInformer]).
 func NewFilteredVirtualClusterInformer(client versioned.Interface, resyncPeriod time.Duration, indexers cache.Indexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-	return cache.NewSharedIndexInformer(
-		&cache.ListWatch{
-			ListFunc: func(options v1.ListOptions) (runtime.Object, error) {
+	return NewTypedVirtualClusterInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+}
+
+// NewTypedFilteredVirtualClusterInformer constructs a new informer for VirtualCluster type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedFilteredVirtualClusterInformer(client versioned.Interface, resyncPeriod time.Duration, indexers VirtualClusterIndexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) VirtualClusterIndexInformer {
+	return NewTypedVirtualClusterInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers), TweakListOptions: tweakListOptions})
+}
+
+// NewVirtualClusterInformerWithOptions constructs a new informer for VirtualCluster type with additional options.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedVirtualClusterInformerWithOptions]).
+func NewVirtualClusterInformerWithOptions(client versioned.Interface, options internalinterfaces.InformerOptions) cache.SharedIndexInformer {
+	return NewTypedVirtualClusterInformerWithOptions(client, options)
+}
+
+// NewTypedVirtualClusterInformerWithOptions constructs a new informer for VirtualCluster type with additional options.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedVirtualClusterInformerWithOptions(client versioned.Interface, options internalinterfaces.InformerOptions) VirtualClusterIndexInformer {
+	gvr := schema.GroupVersionResource{Group: "hivesched.io", Version: "v1alpha1", Resource: "virtualclusters"}
+	identifier := options.InformerName.WithResource(gvr)
+	tweakListOptions := options.TweakListOptions
+	return cache.NewTypedSharedIndexInformer[*apishiveschedv1alpha1.VirtualCluster](cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListFunc: func(opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
-					tweakListOptions(&options)
+					tweakListOptions(&opts)
 				}
-				return client.HiveschedV1alpha1().VirtualClusters().List(context.Background(), options)
+				return client.HiveschedV1alpha1().VirtualClusters().List(context.Background(), opts)
 			},
-			WatchFunc: func(options v1.ListOptions) (watch.Interface, error) {
+			WatchFunc: func(opts v1.ListOptions) (watch.Interface, error) {
 				if tweakListOptions != nil {
-					tweakListOptions(&options)
+					tweakListOptions(&opts)
 				}
-				return client.HiveschedV1alpha1().VirtualClusters().Watch(context.Background(), options)
+				return client.HiveschedV1alpha1().VirtualClusters().Watch(context.Background(), opts)
 			},
-			ListWithContextFunc: func(ctx context.Context, options v1.ListOptions) (runtime.Object, error) {
+			ListWithContextFunc: func(ctx context.Context, opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
-					tweakListOptions(&options)
+					tweakListOptions(&opts)
 				}
-				return client.HiveschedV1alpha1().VirtualClusters().List(ctx, options)
+				return client.HiveschedV1alpha1().VirtualClusters().List(ctx, opts)
 			},
-			WatchFuncWithContext: func(ctx context.Context, options v1.ListOptions) (watch.Interface, error) {
+			WatchFuncWithContext: func(ctx context.Context, opts v1.ListOptions) (watch.Interface, error) {
 				if tweakListOptions != nil {
-					tweakListOptions(&options)
+					tweakListOptions(&opts)
 				}
-				return client.HiveschedV1alpha1().VirtualClusters().Watch(ctx, options)
+				return client.HiveschedV1alpha1().VirtualClusters().Watch(ctx, opts)
 			},
-		},
+		}, client),
 		&apishiveschedv1alpha1.VirtualCluster{},
-		resyncPeriod,
-		indexers,
-	)
+		cache.SharedIndexInformerOptions{
+			ResyncPeriod: options.ResyncPeriod,
+			Indexers:     options.Indexers,
+			Identifier:   identifier,
+		},
+	))
 }
 
 func (f *virtualClusterInformer) defaultInformer(client versioned.Interface, resyncPeriod time.Duration) cache.SharedIndexInformer {
-	return NewFilteredVirtualClusterInformer(client, resyncPeriod, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, f.tweakListOptions)
+	return NewTypedVirtualClusterInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
 }
 
 func (f *virtualClusterInformer) Informer() cache.SharedIndexInformer {
-	return f.factory.InformerFor(&apishiveschedv1alpha1.VirtualCluster{}, f.defaultInformer)
+	return f.TypedInformer()
+}
+
+func (f *virtualClusterInformer) TypedInformer() VirtualClusterIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apishiveschedv1alpha1.VirtualCluster](f.factory.InformerFor(&apishiveschedv1alpha1.VirtualCluster{}, f.defaultInformer))
 }
 
 func (f *virtualClusterInformer) Lister() hiveschedv1alpha1.VirtualClusterLister {
 	return hiveschedv1alpha1.NewVirtualClusterLister(f.Informer().GetIndexer())
+}
+
+// ToTypedVirtualClusterInformer converts an untyped informer into a TypedVirtualClusterInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *VirtualCluster. If that is not the case, calling type-safe methods of the returned
+// TypedVirtualClusterInformer leads to runtime panics. A safer alternative is to pass
+// around a TypedVirtualClusterInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToTypedVirtualClusterInformer(informer VirtualClusterInformer) TypedVirtualClusterInformer {
+	if informer, ok := informer.(TypedVirtualClusterInformer); ok {
+		return informer
+	}
+	return &virtualClusterTypedInformerAdapter{informer}
+}
+
+type virtualClusterTypedInformerAdapter struct {
+	VirtualClusterInformer
+}
+
+func (a *virtualClusterTypedInformerAdapter) TypedInformer() VirtualClusterIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apishiveschedv1alpha1.VirtualCluster](a.Informer())
+}
+
+// ToVirtualClusterIndexInformer converts an untyped informer into a VirtualClusterIndexInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *VirtualCluster. If that is not the case, calling type-safe methods of the returned
+// VirtualClusterIndexInformer leads to runtime panics. A safer alternative is to pass
+// around a VirtualClusterIndexInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToVirtualClusterIndexInformer(informer cache.SharedIndexInformer) VirtualClusterIndexInformer {
+	if informer, ok := informer.(VirtualClusterIndexInformer); ok {
+		return informer
+	}
+	return cache.NewTypedSharedIndexInformer[*apishiveschedv1alpha1.VirtualCluster](informer)
 }
