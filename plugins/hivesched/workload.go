@@ -126,22 +126,23 @@ func (p *HiveSched) requestFromWorkload(pod *v1.Pod, res v1.ResourceName) (*podR
 		return nil, nil, false
 	}
 	leaves, _ := leafRequest(pod, res)
+	own := ownGroupForm(pod)
 	if p.wl == nil {
-		if leaves > 0 || pod.Labels[LabelVirtualCluster] != "" {
+		if own == "" && (leaves > 0 || pod.Labels[LabelVirtualCluster] != "") {
 			return nil, fmt.Errorf("pod names pod group %q (spec.schedulingGroup.podGroupName) but the scheduler runs without feature gate GenericWorkload: enable it on the scheduler (README, \"Kubernetes versions\") or drop the field", name), true
 		}
 		return nil, nil, false
 	}
-	if _, ok := pod.Labels[LabelPodGroup]; ok {
-		return nil, fmt.Errorf("pod names pod group %q (spec.schedulingGroup.podGroupName) and PodGroup %q (label %s): a pod belongs to one gang, drop one", name, pod.Labels[LabelPodGroup], LabelPodGroup), true
-	}
-	if _, ok := pod.Labels[LabelAffinityGroup]; ok {
-		return nil, fmt.Errorf("pod names pod group %q (spec.schedulingGroup.podGroupName) and affinity group %q (label %s): a pod belongs to one gang, drop the label", name, pod.Labels[LabelAffinityGroup], LabelAffinityGroup), true
-	}
-	if _, ok := pod.Annotations[HivedSpecAnnotation]; ok {
-		return nil, fmt.Errorf("pod names pod group %q (spec.schedulingGroup.podGroupName) and carries HiveD's %s: a pod belongs to one gang, drop one", name, HivedSpecAnnotation), true
-	}
 	pg, err := p.wl.podGroups.PodGroups(pod.Namespace).Get(name)
+	if own != "" {
+		// The pod names its gang in hivesched's own way. A basic pod
+		// group (what 1.37's Job controller makes of every Job that asks
+		// for no gang) says nothing against it; a gang is a second gang.
+		if err == nil && (pg.Spec.SchedulingPolicy.Gang != nil || pg.Spec.ParentCompositePodGroupName != nil) {
+			return nil, fmt.Errorf("pod names gang pod group %q (spec.schedulingGroup.podGroupName) and %s: a pod belongs to one gang, drop one (a basic pod group may stay)", name, own), true
+		}
+		return nil, nil, false
+	}
 	if err != nil {
 		if leaves > 0 {
 			return nil, fmt.Errorf("pod names pod group %q (spec.schedulingGroup.podGroupName), which does not exist in namespace %q yet: it waits for it", name, pod.Namespace), true
@@ -211,6 +212,22 @@ func (p *HiveSched) requestFromWorkload(pod *v1.Pod, res v1.ResourceName) (*podR
 		return nil, fmt.Errorf("pod group %s/%s: %w", pod.Namespace, name, err), true
 	}
 	return req, nil, true
+}
+
+// ownGroupForm names the hivesched form in which a pod names its gang
+// itself ("" if none): the affinity-group label (native or explicit),
+// scheduler-plugins' PodGroup label, HiveD's spec.
+func ownGroupForm(pod *v1.Pod) string {
+	if g, ok := pod.Labels[LabelAffinityGroup]; ok {
+		return fmt.Sprintf("affinity group %q (label %s)", g, LabelAffinityGroup)
+	}
+	if g, ok := pod.Labels[LabelPodGroup]; ok {
+		return fmt.Sprintf("PodGroup %q (label %s)", g, LabelPodGroup)
+	}
+	if _, ok := pod.Annotations[HivedSpecAnnotation]; ok {
+		return "HiveD's " + HivedSpecAnnotation
+	}
+	return ""
 }
 
 // virtualCluster is the VC a PodGroup's label names, else its Workload's.

@@ -403,6 +403,23 @@ func TestWorkloadGangs(t *testing.T) {
 		c.deletePods(t, pods)
 	})
 
+	t.Run("a basic pod group (a Job's default) leaves the pod's own gang in charge", func(t *testing.T) {
+		c.createPodGroup(t, "wl", "job-basic", 0, nil)
+		pods := gangPods("wl", "native", "wl-vc", 0, 2, 4)
+		for _, p := range pods {
+			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("job-basic")}
+		}
+		c.createPods(t, pods[:1])
+		c.requireUnbound(t, pods[:1], 2*time.Second) // a gang of 2: it waits for its other member
+		c.createPods(t, pods[1:])
+		c.waitBound(t, pods, 60*time.Second)
+		for _, p := range pods {
+			require.Contains(t, c.getPod(t, p).Annotations[hivesched.AnnotationPlacement], `"group":"wl/native"`)
+		}
+		c.deletePods(t, pods)
+		c.waitGone(t, pods, 30*time.Second)
+	})
+
 	t.Run("priority from the PodGroup; annotations on the PodGroup apply to its pods", func(t *testing.T) {
 		c.createPodGroup(t, "wl", "opp", 2, map[string]string{hivesched.LabelVirtualCluster: "wl-vc"}, func(pg *schedv1beta1.PodGroup) {
 			pg.Annotations = map[string]string{hivesched.AnnotationPriority: "-1"}
