@@ -16,9 +16,11 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
 
 all: build
 
-## demo: a local control plane (etcd, kube-apiserver, kwok, hivesched) and a short scenario on it
+## demo: a local control plane (etcd, kube-apiserver, kube-controller-manager, kwok, hivesched) and a
+## short scenario on it; it refuses a cluster that holds other state (other VirtualClusters, GPUs held
+## elsewhere), naming it: make demo DEMO_FLAGS=--clean starts from an empty etcd instead
 demo:
-	bash hack/demo.sh
+	bash hack/demo.sh $(DEMO_FLAGS)
 
 ## e2e: the end-to-end suite on the local cluster (brought up if it is not)
 e2e:
