@@ -385,7 +385,7 @@ any_running() {
 # started with; starting the missing components with others would split it.
 check_ports() {
   if any_running && [[ -s $LOCAL_CLUSTER_ENV ]] && ! cmp -s <(cluster_env) "$LOCAL_CLUSTER_ENV"; then
-    die "the local cluster in $LOCAL_DIR runs with the settings in $LOCAL_CLUSTER_ENV, not these ($(cluster_env | diff "$LOCAL_CLUSTER_ENV" - | grep '^>' | tr '\n' ' ')); use the same HIVESCHED_* settings, or stop it first (make down)"
+    die "the local cluster in $LOCAL_DIR runs with the settings in $LOCAL_CLUSTER_ENV, not these ($(cluster_env | diff "$LOCAL_CLUSTER_ENV" - | sed -n 's/^> //p' | paste -sd' ' -)); use the same HIVESCHED_* settings, or stop it first (make down)"
   fi
 }
 
