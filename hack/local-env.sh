@@ -45,7 +45,10 @@ PORT_VARS=()
 port() {
   local env=HIVESCHED_$1 v
   v=${!env:-$(($2 + HIVESCHED_PORT_OFFSET))}
-  [[ $v =~ ^[0-9]+$ ]] && ((v > 0 && v < 65536)) || { echo "$env must be a TCP port, not '$v'" >&2; exit 1; }
+  if ! [[ $v =~ ^[0-9]+$ ]] || ((v < 1 || v > 65535)); then
+    echo "$env must be a TCP port, not '$v'" >&2
+    exit 1
+  fi
   printf -v "$1" '%s' "$v"
   PORT_VARS+=("$1")
 }
