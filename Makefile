@@ -16,14 +16,27 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
 
 all: build
 
-## demo: a local control plane (etcd, kube-apiserver, kwok, hivesched) and a short scenario on it
+## demo: a local control plane (etcd, kube-apiserver, kube-controller-manager, kwok, hivesched) and a
+## short scenario on it; it refuses a cluster that holds other state (other VirtualClusters, GPUs held
+## elsewhere), naming it: make demo DEMO_FLAGS=--clean starts from an empty etcd instead
 demo:
-	bash hack/demo.sh
+	bash hack/demo.sh $(DEMO_FLAGS)
 
-## e2e: the end-to-end suite on the local cluster (brought up if it is not)
+## e2e: the end-to-end suite on the local cluster (brought up if it is not), with Kubeflow's
+## training-operator started on it (hack/local-kubeflow.sh: ~1.5 min to build the first time);
+## E2E_KUBEFLOW=0 leaves the operator out and its test skips
+E2E_KUBEFLOW ?= 1
 e2e:
 	bash hack/local-up.sh
-	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig $(GO) test -count=1 -v -timeout 20m ./test/e2e/...
+	if [ "$(E2E_KUBEFLOW)" = 1 ]; then bash hack/local-kubeflow.sh; fi
+	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_KUBEFLOW=$(filter 1,$(E2E_KUBEFLOW)) \
+		$(GO) test -count=1 -v -timeout 20m ./test/e2e/...
+
+## kubeflow: build Kubeflow's training-operator v1.8.1 (a throwaway module in _output/kubeflow), install its
+## CRDs and start it on the local cluster with --gang-scheduler-name=hivesched (make down stops it)
+.PHONY: kubeflow
+kubeflow:
+	bash hack/local-kubeflow.sh
 
 ## chaos: a fresh local cluster with two scheduler replicas under leader election; under gang churn
 ## kill -9 the leader CHAOS_KILLS times (100), restart kube-apiserver once, delete and re-add a node,

@@ -1,11 +1,36 @@
 #!/usr/bin/env bash
-# make demo: brings the local cluster up if it is not, then plays a short
-# scenario on it. Each step prints `kubectl get vc`, the pods, and one line
-# saying what happened. The cluster is left up to keep playing with.
+# make demo: plays a short scenario on the local cluster, bringing it up if
+# it is not. Each step prints `kubectl get vc`, the pods, and one line saying
+# what happened. The cluster is left up to keep playing with.
+#
+#   hack/demo.sh          # make demo
+#   hack/demo.sh --clean  # make demo DEMO_FLAGS=--clean: stop the cluster,
+#                         # drop etcd's data, bring it up empty, then play
+#
+# The scenario needs a clean control plane: the sample VirtualClusters
+# alone, both Active, and no GPUs held outside its namespaces. A cluster
+# that still holds other state (an earlier `make up` whose etcd kept other
+# VirtualClusters, which can take vc-vision's rack and get it Rejected) is
+# refused with what is in the way, before anything is touched.
 set -euo pipefail
 # shellcheck source=hack/local-env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/local-env.sh"
 
+clean=0
+for arg in "$@"; do
+  case $arg in
+    --clean) clean=1 ;;
+    *) die "unknown argument '$arg' (known: --clean)" ;;
+  esac
+done
+
+if ((clean)); then
+  log "--clean: stopping the local cluster and dropping etcd's data"
+  bash "$REPO_ROOT/hack/local-down.sh" --clean
+fi
+if [[ -s $LOCAL_CLUSTER_ENV ]] && ! cmp -s <(cluster_env) "$LOCAL_CLUSTER_ENV"; then
+  die "the local cluster runs with the settings in $LOCAL_CLUSTER_ENV, not these: run make demo with the same HIVESCHED_* settings"
+fi
 if ! component_pid scheduler >/dev/null || ! port_open "$APISERVER_PORT"; then
   bash "$REPO_ROOT/hack/local-up.sh"
 fi
@@ -15,6 +40,49 @@ k() { "${KUBECTL[@]}" "$@"; }
 
 bold=$'\e[1m'; off=$'\e[0m'
 [[ -t 1 ]] || { bold=; off=; }
+
+# refuse WHY...: the control plane is not clean; say what is in the way and
+# how to start from a clean one.
+refuse() {
+  local r
+  log "ERROR: make demo needs a clean control plane, and this one is not:"
+  for r in "$@"; do log "  - $r"; done
+  log "start from an empty one: make down DOWN_FLAGS=--clean && make demo"
+  log "  (or make demo DEMO_FLAGS=--clean, which does both; either drops everything in the local cluster)"
+  exit 1
+}
+
+# The sample VirtualClusters, as make up applies them: re-applied here in
+# case they were deleted or edited, then they must be alone and Active.
+check_clean() {
+  local why=() vcs others states i line
+  k apply -f "$REPO_ROOT/manifests/samples/virtualclusters.yaml" >/dev/null
+  vcs=$(k get virtualclusters -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
+  others=$(grep -vxE 'vc-vision|vc-speech' <<<"$vcs" | paste -sd, - || true)
+  [[ -z $others ]] || why+=("VirtualClusters other than the demo's vc-vision and vc-speech: $others (their cells may be the ones the demo's VCs need)")
+  # A VC's state is written within a status interval (5 s) of a change.
+  for ((i = 0; i < 30; i++)); do
+    states=$(k get vc vc-vision vc-speech -o jsonpath='{range .items[*]}{.metadata.name}={.status.state}{" "}{end}' 2>/dev/null || true)
+    [[ $states == "vc-vision=Active vc-speech=Active " ]] && break
+    sleep 1
+  done
+  if [[ $states != "vc-vision=Active vc-speech=Active " ]]; then
+    why+=("the demo's VirtualClusters are not both Active: $states($(k get vc vc-vision vc-speech -o jsonpath='{range .items[*]}{.metadata.name}: {.status.conditions[*].message}; {end}' 2>/dev/null))")
+  fi
+  # Bound pods holding GPUs outside the demo's namespaces take cells the
+  # scenario counts on.
+  while read -r line; do
+    [[ -n $line ]] && why+=("a pod outside vision/speech holds GPUs: $line")
+  done < <(k get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name} {.spec.nodeName} {.spec.containers[*].resources.limits.nvidia\.com/gpu}{"\n"}{end}' |
+    awk '$1 !~ /^(vision|speech)\// && $2 != "" && $3 != "" {print $1 " on " $2}')
+  # Controllers in the demo's namespaces would recreate the pods it deletes.
+  local owners
+  owners=$(k get jobs,deployments,statefulsets -n vision -o name 2>/dev/null; k get jobs,deployments,statefulsets -n speech -o name 2>/dev/null)
+  owners=$(paste -sd, - <<<"$owners")
+  [[ -z $owners ]] || why+=("workload controllers in the demo's namespaces vision and speech would recreate the pods it deletes: $owners")
+  ((${#why[@]} == 0)) || refuse "${why[@]}"
+}
+check_clean
 
 # gang NAMESPACE NAME VC PRIORITY PODS GPUS: a native-form gang of PODS pods.
 gang() {
@@ -163,10 +231,10 @@ fi
 echo "kubectl --as alice create ...: ${out#*: }"
 
 # kubectl hivesched (cmd/kubectl-hivesched): the cells as the scheduler sees
-# them, read from its inspect API (127.0.0.1:10262 on this machine).
+# them, read from its inspect API (127.0.0.1:$INSPECT_PORT on this machine).
 [[ -x $LOCAL_BIN/kubectl-hivesched ]] || make -s -C "$REPO_ROOT" build BIN="$LOCAL_BIN"
 # kubectl finds a plugin by the first word after "kubectl": flags go after it.
-khs() { PATH="$LOCAL_BIN:$PATH" "${KUBECTL[0]}" hivesched --kubeconfig "$LOCAL_KUBECONFIG" --inspect-url http://127.0.0.1:10262 "$@"; }
+khs() { PATH="$LOCAL_BIN:$PATH" "${KUBECTL[0]}" hivesched --kubeconfig "$LOCAL_KUBECONFIG" --inspect-url "http://127.0.0.1:$INSPECT_PORT" "$@"; }
 echo
 echo "${bold}== kubectl hivesched cells${off}"
 khs cells
@@ -182,5 +250,5 @@ echo
 echo "The cluster stays up. Keep playing:"
 echo "  export KUBECONFIG=$LOCAL_KUBECONFIG"
 echo "  kubectl get vc; kubectl get ag -A; kubectl get pods -A -o wide"
-echo "  PATH=$LOCAL_BIN:\$PATH kubectl hivesched --inspect-url http://127.0.0.1:10262 cells|why POD|vcs|groups"
+echo "  PATH=$LOCAL_BIN:\$PATH kubectl hivesched --inspect-url http://127.0.0.1:$INSPECT_PORT cells|why POD|vcs|groups"
 echo "Stop it with: make down"

@@ -35,6 +35,8 @@ for ((i = ${#COMPONENTS[@]} - 1; i >= 0; i--)); do
   stop_component "${COMPONENTS[i]}"
 done
 
+# The settings file describes a running cluster; none runs now.
+rm -f "$LOCAL_CLUSTER_ENV"
 if ((clean)); then
   log "removing etcd data $LOCAL_DATA/etcd"
   rm -rf "$LOCAL_DATA/etcd"

@@ -20,21 +20,93 @@ LOCAL_SCHED_CONFIG=$LOCAL_DIR/scheduler-config.yaml
 # one port).
 LOCAL_SCHED2_CONFIG=$LOCAL_DIR/scheduler-2-config.yaml
 
-# etcd v3.6.4 is what k8s 1.34's client is tested with; kwok v0.7.0 is the
-# release known to resolve from the module proxy (shared/TOOLCHAIN.md).
-ETCD_VERSION=v3.6.4
-KWOK_VERSION=v0.7.0
+# The release every local binary is built from is go.mod's k8s.io/kubernetes
+# (kube-apiserver, kube-controller-manager, kubectl, the scheduler). etcd
+# v3.7.0 is what Kubernetes 1.37 is tested with (its hack/lib/etcd.sh and
+# build/dependencies.yaml) and what go.mod resolves for go.etcd.io/etcd.
+# kwok v0.8.0: built against client-go v0.36 (v0.7.0: v0.33), and its binary
+# ships no default stages, so local-up.sh gives it ours (kwok-stages.yaml:
+# which pods complete, and when). docs/toolchain.md has the reasons.
+ETCD_VERSION=v3.7.0
+KWOK_VERSION=v0.8.0
 
-ETCD_PORT=2379
-ETCD_PEER_PORT=2380
-APISERVER_PORT=6443
+# Ports. Each comes from the environment (HIVESCHED_<NAME>_PORT), else its
+# default plus HIVESCHED_PORT_OFFSET (0), so a second checkout on the same
+# machine runs its own cluster with e.g. HIVESCHED_PORT_OFFSET=1000 (etcd
+# 3379/3380, kube-apiserver 7443, ...). Everything on loopback. local-up.sh
+# records the ports of the running cluster in $LOCAL_CLUSTER_ENV; tests that
+# talk to it read them from there (test/util.LocalPort), and local-up.sh
+# refuses to mix two port sets in one _output/local.
+HIVESCHED_PORT_OFFSET=${HIVESCHED_PORT_OFFSET:-0}
+[[ $HIVESCHED_PORT_OFFSET =~ ^[0-9]+$ ]] || { echo "HIVESCHED_PORT_OFFSET must be a number, not '$HIVESCHED_PORT_OFFSET'" >&2; exit 1; }
+# PORT_VARS: every port variable, in the order local-up.sh records them.
+PORT_VARS=()
+# port VAR DEFAULT: VAR=${HIVESCHED_VAR:-DEFAULT+offset}.
+port() {
+  local env=HIVESCHED_$1 v
+  v=${!env:-$(($2 + HIVESCHED_PORT_OFFSET))}
+  if ! [[ $v =~ ^[0-9]+$ ]] || ((v < 1 || v > 65535)); then
+    echo "$env must be a TCP port, not '$v'" >&2
+    exit 1
+  fi
+  printf -v "$1" '%s' "$v"
+  PORT_VARS+=("$1")
+}
+port ETCD_PORT 2379
+port ETCD_PEER_PORT 2380
+port APISERVER_PORT 6443
+# kube-controller-manager's secure port (health checks only; 10257 is its
+# usual port).
+port KCM_PORT 10257
+# kwok's server (/healthz, /metrics); kwok serves none unless asked.
+port KWOK_PORT 10247
+# The scheduler replicas' inspect API (the plugin's inspectBindAddress;
+# 10262 is its default). Their kube-scheduler secure port is off (0).
+port INSPECT_PORT 10262
+port INSPECT_PORT_2 10263
+# Kubeflow's training-operator (hack/local-kubeflow.sh): metrics, health
+# probes, and the webhook server it always starts.
+port KUBEFLOW_METRICS_PORT 10270
+port KUBEFLOW_PROBE_PORT 10271
+port KUBEFLOW_WEBHOOK_PORT 10272
+unset -f port
 APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
 
-# Start order. Stopping walks it backwards: the schedulers and kwok first so
-# they do not spin on a vanished API server, etcd last because a
-# kube-apiserver whose etcd is gone hangs on SIGTERM. scheduler-2 runs only
-# with HIVESCHED_REPLICAS=2 (two replicas under leader election).
-COMPONENTS=(etcd kube-apiserver kwok scheduler scheduler-2)
+# What the Workload API needs in Kubernetes 1.37 (README "Supported
+# Kubernetes versions"): the same gates for kube-apiserver,
+# kube-controller-manager and the scheduler. GenericWorkload is beta but off
+# by default; the others are alpha (DRAWorkloadResourceClaims beta, off).
+# WorkloadWithJob makes the Job controller create a Workload and a PodGroup
+# per Job. HIVESCHED_FEATURE_GATES replaces the list ("" turns none on).
+FEATURE_GATES=${HIVESCHED_FEATURE_GATES-GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true,PodGroupPreemptionPolicy=true}
+# The scheduler gets the same gates unless HIVESCHED_SCHEDULER_FEATURE_GATES
+# says otherwise (with GenericWorkload off, kube-scheduler treats pods of a
+# Workload API PodGroup as plain pods and runs no pod-group cycle).
+SCHEDULER_FEATURE_GATES=${HIVESCHED_SCHEDULER_FEATURE_GATES-$FEATURE_GATES}
+# Beta and alpha API versions are off by default: Workload and PodGroup are
+# served in scheduling.k8s.io/v1beta1, CompositePodGroup only in v1alpha3.
+RUNTIME_CONFIG=${HIVESCHED_RUNTIME_CONFIG-scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true}
+
+# LOCAL_CLUSTER_ENV: the running cluster's settings, written by local-up.sh
+# (cluster_env) and removed by local-down.sh.
+LOCAL_CLUSTER_ENV=$LOCAL_DIR/cluster.env
+
+# cluster_env: the settings a running cluster keeps, as HIVESCHED_<NAME>=value
+# lines: the ports, the feature gates and the runtime config.
+cluster_env() {
+  local v
+  for v in "${PORT_VARS[@]}"; do printf 'HIVESCHED_%s=%s\n' "$v" "${!v}"; done
+  printf 'HIVESCHED_FEATURE_GATES=%s\nHIVESCHED_SCHEDULER_FEATURE_GATES=%s\nHIVESCHED_RUNTIME_CONFIG=%s\n' \
+    "$FEATURE_GATES" "$SCHEDULER_FEATURE_GATES" "$RUNTIME_CONFIG"
+}
+
+# Start order. Stopping walks it backwards: the operator, the schedulers,
+# kwok and kube-controller-manager first so they do not spin on a vanished
+# API server, etcd last because a kube-apiserver whose etcd is gone hangs on
+# SIGTERM. scheduler-2 runs only with HIVESCHED_REPLICAS=2 (two replicas
+# under leader election), training-operator only after
+# hack/local-kubeflow.sh.
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok scheduler scheduler-2 training-operator)
 
 # Builds share two cores with other work in the tree: stay polite.
 NICE=(nice -n 10)
@@ -114,4 +186,97 @@ take_lock() {
   mkdir -p "$LOCAL_DIR"
   exec 9>"$LOCAL_DIR/.lock"
   flock -n 9 || die "another hack/local-up.sh or hack/local-down.sh is running (lock $LOCAL_DIR/.lock)"
+}
+
+# The helpers below are shared by hack/local-up.sh and hack/local-kubeflow.sh.
+
+BUILD_REPORT=()
+# fresh BIN VERSION: the binary exists, is newer than go.mod and was built at
+# VERSION (its stamp file), so re-runs skip the minutes-long builds. A
+# dependency bump touches go.mod and rebuilds all; a new ETCD_VERSION or
+# KWOK_VERSION rebuilds that one.
+stamp_file() { printf '%s/.%s.version' "$(dirname "$1")" "$(basename "$1")"; }
+fresh() { [[ -x $1 && $1 -nt $REPO_ROOT/go.mod && $(cat "$(stamp_file "$1")" 2>/dev/null) == "$2" ]]; }
+
+# timed BIN VERSION CMD...: build BIN, remember how long it took, stamp it.
+timed() {
+  local bin=$1 version=$2 name t0
+  shift 2
+  name=$(basename "$bin")
+  t0=$(now_ms)
+  log "building $name $version"
+  "$@"
+  printf '%s\n' "$version" >"$(stamp_file "$bin")"
+  BUILD_REPORT+=("$name: $(since "$t0")")
+}
+
+# quiet CMD...: run CMD, show its output only if it fails (openssl and
+# "go mod tidy" are chatty on success).
+quiet() {
+  local out
+  if ! out=$("$@" 2>&1); then
+    printf '%s\n' "$out" >&2
+    return 1
+  fi
+}
+
+# sign NAME SUBJECT EXTENSIONS: a key and a CA-signed certificate.
+sign() {
+  local name=$1 subj=$2 ext=$3
+  quiet openssl req -new -newkey rsa:2048 -nodes -keyout "$name.key" -out "$name.csr" -subj "$subj"
+  quiet openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -set_serial "0x$(openssl rand -hex 16)" \
+    -days 3650 -sha256 -out "$name.crt" -extfile <(printf '%b\n' "$ext")
+  rm -f "$name.csr"
+}
+
+# fail NAME WHY: the message the brief promises: who, why, where its log is.
+fail() {
+  local logf
+  logf=$(log_file "$1")
+  log "ERROR: $1 $2; log: $logf; last 20 lines:"
+  tail -n 20 "$logf" >&2 2>/dev/null || true
+  log "components already started keep running: hack/local-down.sh stops them"
+  exit 1
+}
+
+STARTED=0
+# start NAME CMD...: start CMD in the background unless NAME already runs;
+# sets STARTED=1 if it started it.
+start() {
+  local name=$1 pid logf
+  shift
+  STARTED=0
+  if pid=$(component_pid "$name"); then
+    log "$name already running (pid $pid)"
+    return 0
+  fi
+  logf=$(log_file "$name")
+  if [[ -f $logf ]]; then mv -f "$logf" "$logf.prev"; fi
+  log "starting $name (log $logf)"
+  # setsid: its own session, so it outlives this script and neither a Ctrl-C
+  # in the terminal of "make up" nor a closing terminal reaches it. In a
+  # script setsid does not fork (we are no process group leader), so $! is
+  # the daemon's own pid. 9>&-: the lock of take_lock must not outlive us.
+  setsid "$@" >"$logf" 2>&1 </dev/null 9>&- &
+  printf '%s\n' "$!" >"$(pid_file "$name")"
+  STARTED=1
+}
+
+# wait_healthy NAME TIMEOUT_S CHECK...: poll CHECK until it succeeds; fail
+# fast if the process dies.
+wait_healthy() {
+  local name=$1 timeout=$2 deadline
+  deadline=$(($(now_ms) + timeout * 1000))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    component_pid "$name" >/dev/null || fail "$name" "exited"
+    (($(now_ms) < deadline)) || fail "$name" "not healthy within $timeout s"
+    sleep 0.2
+  done
+}
+
+# https_healthy PORT PATH: a component of ours serving TLS with a cert of our CA.
+https_healthy() {
+  curl -fsS --max-time 2 --cacert "$LOCAL_CERTS/ca.crt" --cert "$LOCAL_CERTS/admin.crt" \
+    --key "$LOCAL_CERTS/admin.key" "https://127.0.0.1:$1$2"
 }

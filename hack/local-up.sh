@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Bring up a local control plane on loopback for trying hivesched by hand:
-# etcd, kube-apiserver, kwok (fake kubelets), fake GPU nodes matching the
-# sample physical cluster, the sample VirtualClusters, and hivesched itself.
-# Everything is built from Go modules into _output/local/ (no Docker, no kind).
+# etcd, kube-apiserver, kube-controller-manager (Job, ReplicaSet, Deployment,
+# garbage collector, namespace, service account and token controllers),
+# kwok (fake kubelets), fake GPU nodes matching the sample physical cluster,
+# the sample VirtualClusters, and hivesched itself. Everything is built from
+# Go modules into _output/local/ (no Docker, no kind), from the Kubernetes
+# release in go.mod.
 #
 #   hack/local-up.sh                          # or: make up
+#   hack/local-up.sh --build                  # only build the binaries
+#   HIVESCHED_PORT_OFFSET=1000 hack/local-up.sh # other ports (hack/local-env.sh)
 #   HIVESCHED_PROFILE=default hack/local-up.sh  # hivesched as default-scheduler
 #   KUBECTL=/usr/bin/kubectl hack/local-up.sh   # use this kubectl, build none
 #   HIVESCHED_REPLICAS=2 hack/local-up.sh       # two schedulers, leader election on
@@ -22,10 +27,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/local-env.sh"
 START_MS=$(now_ms)
 
 SCHEDULERS_ONLY=0
+BUILD_ONLY=0
 for arg in "$@"; do
   case $arg in
     --schedulers) SCHEDULERS_ONLY=1 ;;
-    *) die "unknown argument '$arg' (known: --schedulers)" ;;
+    --build) BUILD_ONLY=1 ;;
+    *) die "unknown argument '$arg' (known: --schedulers, --build)" ;;
   esac
 done
 
@@ -63,33 +70,7 @@ SCHED_BIN=$LOCAL_BIN/hivesched-scheduler
 take_lock
 mkdir -p "$LOCAL_BIN" "$LOCAL_CERTS" "$LOCAL_LOGS" "$LOCAL_DATA" "$LOCAL_TOOLS"
 
-# quiet CMD...: run CMD, show its output only if it fails (openssl and
-# "go mod tidy" are chatty on success).
-quiet() {
-  local out
-  if ! out=$("$@" 2>&1); then
-    printf '%s\n' "$out" >&2
-    return 1
-  fi
-}
-
 # ---------------------------------------------------------------- binaries
-
-BUILD_REPORT=()
-
-# fresh BIN: the binary exists and is newer than go.mod, so re-runs skip the
-# minutes-long builds. (A dependency bump touches go.mod and rebuilds all.)
-fresh() { [[ -x $1 && $1 -nt $REPO_ROOT/go.mod ]]; }
-
-# timed NAME CMD...: run a build and remember how long it took.
-timed() {
-  local name=$1 t0
-  shift
-  t0=$(now_ms)
-  log "building $name"
-  "$@"
-  BUILD_REPORT+=("$name: $(since "$t0")")
-}
 
 # The k8s version this module uses; apiserver and kubectl are stamped with it
 # (unstamped builds report v0.0.0-master, which kubectl's skew check and
@@ -113,8 +94,8 @@ kube_ldflags() {
 # about etcd or kubectl.
 TOOLS_GOFLAGS="-mod=mod -buildvcs=false"
 
-# etcd's go.mod has replace directives, so "go install ...@v3.6.4" is refused:
-# build it from a throwaway module that requires it instead.
+# etcd's go.mod has replace directives, so "go install ...@$ETCD_VERSION" is
+# refused: build it from a throwaway module that requires it instead.
 build_etcd() {
   local dir=$LOCAL_TOOLS/etcd
   mkdir -p "$dir"
@@ -142,7 +123,7 @@ EOF
   )
 }
 
-build_apiserver() {
+build_kube_apiserver() {
   local v
   v=$(kube_version)
   (
@@ -151,6 +132,36 @@ build_apiserver() {
       die "go.sum lacks entries for k8s.io/kubernetes/cmd/kube-apiserver; pin it in a //go:build tools file (hack/tools/) and run 'go mod tidy'"
     fi
     "${NICE[@]}" go build -ldflags "$(kube_ldflags "$v")" -o "$LOCAL_BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+  )
+}
+
+# kube-controller-manager from a throwaway module, like kubectl: it imports
+# kubelet packages (cadvisor, cgroups, ...) that would add ~15 modules to the
+# project's go.mod and go.sum for a dev script. Its go.mod is the project's
+# (renamed, without the tool block): the same requirements and replace
+# directives, so the same versions and the build cache that kube-apiserver
+# and the scheduler filled are reused.
+build_kube_controller_manager() {
+  local v dir=$LOCAL_TOOLS/kube-controller-manager
+  v=$(kube_version)
+  mkdir -p "$dir"
+  {
+    printf 'module hivesched.local/tools/kube-controller-manager\n'
+    sed -e '/^module /d' -e '/^tool (/,/^)/d' -e '/^tool /d' "$REPO_ROOT/go.mod"
+  } >"$dir/go.mod"
+  cp "$REPO_ROOT/go.sum" "$dir/go.sum"
+  cat >"$dir/tools.go" <<'EOF'
+//go:build tools
+
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-controller-manager"
+EOF
+  (
+    cd "$dir"
+    quiet env GOFLAGS="$TOOLS_GOFLAGS" go mod tidy
+    "${NICE[@]}" env GOFLAGS="$TOOLS_GOFLAGS" go build -ldflags "$(kube_ldflags "$v")" \
+      -o "$LOCAL_BIN/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
   )
 }
 
@@ -204,7 +215,8 @@ EOF
 }
 
 build_kwok() {
-  # "go install pkg@version" ignores the surrounding module: kwok's own go.mod rules.
+  # "go install pkg@version" ignores the surrounding module: kwok's own go.mod
+  # rules (v0.8.0: client-go v0.36.1, go 1.26).
   GOBIN=$LOCAL_BIN GOFLAGS=-buildvcs=false "${NICE[@]}" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 }
 
@@ -218,16 +230,20 @@ scheduler_stale() {
 }
 
 build_all() {
-  fresh "$LOCAL_BIN/etcd" || timed etcd build_etcd
-  fresh "$LOCAL_BIN/kube-apiserver" || timed kube-apiserver build_apiserver
+  local kv b
+  kv=$(kube_version)
+  fresh "$LOCAL_BIN/etcd" "$ETCD_VERSION" || timed "$LOCAL_BIN/etcd" "$ETCD_VERSION" build_etcd
+  for b in kube-apiserver kube-controller-manager; do
+    fresh "$LOCAL_BIN/$b" "$kv" || timed "$LOCAL_BIN/$b" "$kv" "build_${b//-/_}"
+  done
   if [[ $KUBECTL == "$LOCAL_BIN/kubectl" ]]; then
-    fresh "$KUBECTL" || timed kubectl build_kubectl
+    fresh "$KUBECTL" "$kv" || timed "$KUBECTL" "$kv" build_kubectl
   else
     command -v "$KUBECTL" >/dev/null || die "KUBECTL=$KUBECTL is not an executable"
   fi
-  fresh "$LOCAL_BIN/kwok" || timed kwok build_kwok
+  fresh "$LOCAL_BIN/kwok" "$KWOK_VERSION" || timed "$LOCAL_BIN/kwok" "$KWOK_VERSION" build_kwok
   if scheduler_stale; then
-    timed hivesched-scheduler build_scheduler
+    timed "$SCHED_BIN" "$kv" build_scheduler
   fi
 }
 
@@ -241,22 +257,13 @@ build_scheduler() {
 
 # ---------------------------------------------------------------- certificates
 
-# sign NAME SUBJECT EXTENSIONS: a key and a CA-signed certificate.
-sign() {
-  local name=$1 subj=$2 ext=$3
-  quiet openssl req -new -newkey rsa:2048 -nodes -keyout "$name.key" -out "$name.csr" -subj "$subj"
-  quiet openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -set_serial "0x$(openssl rand -hex 16)" \
-    -days 3650 -sha256 -out "$name.crt" -extfile <(printf '%b\n' "$ext")
-  rm -f "$name.csr"
-}
-
 gen_certs() {
   (
     cd "$LOCAL_CERTS"
     umask 077 # private keys
     if [[ ! -s ca.crt || ! -s ca.key ]]; then
       # A new CA invalidates whatever the old one signed.
-      rm -f apiserver.crt apiserver.key admin.crt admin.key
+      rm -f apiserver.crt apiserver.key admin.crt admin.key kube-controller-manager.crt kube-controller-manager.key
       log "creating certificates in $LOCAL_CERTS"
       quiet openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -keyout ca.key -out ca.crt \
         -subj "/CN=hivesched-local-ca" \
@@ -271,6 +278,12 @@ gen_certs() {
       # O=system:masters: full access even if authorization becomes RBAC.
       sign admin "/O=system:masters/CN=admin" \
         "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth"
+    fi
+    if [[ ! -s kube-controller-manager.crt || ! -s kube-controller-manager.key ]]; then
+      # Its secure port serves only health checks here; signed by our CA so
+      # that they need no --insecure.
+      sign kube-controller-manager "/CN=kube-controller-manager" \
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth"
     fi
     if [[ ! -s sa.key || ! -s sa.pub ]]; then
       quiet openssl genrsa -out sa.key 2048
@@ -325,19 +338,23 @@ write_scheduler_config() {
   if ((HIVESCHED_REPLICAS == 2)); then
     le=(-e "s/^\\([[:space:]]*\\)leaderElect:.*/\\1leaderElect: true\\n\\1leaseDuration: $LEASE_DURATION\\n\\1renewDeadline: $RENEW_DEADLINE\\n\\1retryPeriod: $RETRY_PERIOD/")
   fi
+  # Each replica's inspect API on its own port (INSPECT_PORT, INSPECT_PORT_2):
+  # two processes cannot listen on one, nor two checkouts' schedulers.
+  local inspect='s/^\([[:space:]]*\)permitWaitingTimeSeconds:\(.*\)$/\1permitWaitingTimeSeconds:\2\n\1inspectBindAddress: 127.0.0.1:'
   {
     printf '# Generated by hack/local-up.sh from %s\n' "${SCHED_CONFIG_SRC#"$REPO_ROOT"/}"
-    sed "${le[@]}" -e "s|^  kubeconfig: \"\"\$|  kubeconfig: $LOCAL_KUBECONFIG|" "$SCHED_CONFIG_SRC"
+    sed "${le[@]}" -e "s|^  kubeconfig: \"\"\$|  kubeconfig: $LOCAL_KUBECONFIG|" -e "$inspect$INSPECT_PORT/" "$SCHED_CONFIG_SRC"
   } | write_if_changed "$LOCAL_SCHED_CONFIG"
+  grep -q "inspectBindAddress: 127.0.0.1:$INSPECT_PORT\$" "$LOCAL_SCHED_CONFIG" ||
+    die "could not set inspectBindAddress in $LOCAL_SCHED_CONFIG"
   grep -q "leaderElect: $( ((HIVESCHED_REPLICAS == 2)) && echo true || echo false)" "$LOCAL_SCHED_CONFIG" ||
     die "could not set leader election in $LOCAL_SCHED_CONFIG"
   grep -qxF "  kubeconfig: $LOCAL_KUBECONFIG" "$LOCAL_SCHED_CONFIG" ||
     die "could not set clientConnection.kubeconfig in $LOCAL_SCHED_CONFIG"
   if ((HIVESCHED_REPLICAS == 2)); then
-    # The first replica serves the inspect API on the default address.
-    sed 's/^\([[:space:]]*\)permitWaitingTimeSeconds:\(.*\)$/\1permitWaitingTimeSeconds:\2\n\1inspectBindAddress: 127.0.0.1:10263/' \
+    sed "s/inspectBindAddress: 127.0.0.1:$INSPECT_PORT\$/inspectBindAddress: 127.0.0.1:$INSPECT_PORT_2/" \
       "$LOCAL_SCHED_CONFIG" | write_if_changed "$LOCAL_SCHED2_CONFIG"
-    grep -q 'inspectBindAddress: 127.0.0.1:10263' "$LOCAL_SCHED2_CONFIG" ||
+    grep -q "inspectBindAddress: 127.0.0.1:$INSPECT_PORT_2\$" "$LOCAL_SCHED2_CONFIG" ||
       die "could not set inspectBindAddress in $LOCAL_SCHED2_CONFIG"
   fi
 }
@@ -346,73 +363,50 @@ write_scheduler_config() {
 
 kc() { "$KUBECTL" --kubeconfig="$LOCAL_KUBECONFIG" "$@"; }
 
-# fail NAME WHY: the message the brief promises: who, why, where its log is.
-fail() {
-  local logf
-  logf=$(log_file "$1")
-  log "ERROR: $1 $2; log: $logf; last 20 lines:"
-  tail -n 20 "$logf" >&2 2>/dev/null || true
-  log "components already started keep running: hack/local-down.sh stops them"
-  exit 1
-}
-
-STARTED=0
-# start NAME CMD...: start CMD in the background unless NAME already runs;
-# sets STARTED=1 if it started it.
-start() {
-  local name=$1 pid logf
-  shift
-  STARTED=0
-  if pid=$(component_pid "$name"); then
-    log "$name already running (pid $pid)"
-    return 0
-  fi
-  logf=$(log_file "$name")
-  if [[ -f $logf ]]; then mv -f "$logf" "$logf.prev"; fi
-  log "starting $name (log $logf)"
-  # setsid: its own session, so it outlives this script and neither a Ctrl-C
-  # in the terminal of "make up" nor a closing terminal reaches it. In a
-  # script setsid does not fork (we are no process group leader), so $! is
-  # the daemon's own pid. 9>&-: the lock of take_lock must not outlive us.
-  setsid "$@" >"$logf" 2>&1 </dev/null 9>&- &
-  printf '%s\n' "$!" >"$(pid_file "$name")"
-  STARTED=1
-}
-
-# wait_healthy NAME TIMEOUT_S CHECK...: poll CHECK until it succeeds; fail
-# fast if the process dies.
-wait_healthy() {
-  local name=$1 timeout=$2 deadline
-  deadline=$(($(now_ms) + timeout * 1000))
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    component_pid "$name" >/dev/null || fail "$name" "exited"
-    (($(now_ms) < deadline)) || fail "$name" "not healthy within $timeout s"
-    sleep 0.2
-  done
-}
-
 # refuse_foreign_port NAME PORT: a port held by a process we did not start
-# (another engineer's etcd, an e2e test) would make us talk to the wrong
-# server; say so instead.
+# (another checkout's cluster, another engineer's etcd, an e2e test) would
+# make us talk to the wrong server; say so instead.
 refuse_foreign_port() {
   if ! component_pid "$1" >/dev/null && port_open "$2"; then
-    die "127.0.0.1:$2 is in use by a process this script did not start; $1 cannot start"
+    die "127.0.0.1:$2 is in use by a process this script did not start; $1 cannot start (another local cluster? set HIVESCHED_PORT_OFFSET or HIVESCHED_<NAME>_PORT, hack/local-env.sh)"
+  fi
+}
+
+# any_running: true if a component of this checkout's cluster runs.
+any_running() {
+  local c
+  for c in "${COMPONENTS[@]}"; do
+    component_pid "$c" >/dev/null && return 0
+  done
+  return 1
+}
+
+# check_ports: a running cluster keeps the ports (and feature gates) it
+# started with; starting the missing components with others would split it.
+check_ports() {
+  if any_running && [[ -s $LOCAL_CLUSTER_ENV ]] && ! cmp -s <(cluster_env) "$LOCAL_CLUSTER_ENV"; then
+    die "the local cluster in $LOCAL_DIR runs with the settings in $LOCAL_CLUSTER_ENV, not these ($(cluster_env | diff "$LOCAL_CLUSTER_ENV" - | sed -n 's/^> //p' | paste -sd' ' -)); use the same HIVESCHED_* settings, or stop it first (make down)"
   fi
 }
 
 # Checked before anything starts, so a conflict leaves nothing half up.
 preflight() {
+  check_ports
   refuse_foreign_port etcd "$ETCD_PORT"
   refuse_foreign_port etcd "$ETCD_PEER_PORT"
   refuse_foreign_port kube-apiserver "$APISERVER_PORT"
+  refuse_foreign_port kube-controller-manager "$KCM_PORT"
+  refuse_foreign_port kwok "$KWOK_PORT"
+  refuse_foreign_port scheduler "$INSPECT_PORT"
+  if ((HIVESCHED_REPLICAS == 2)); then
+    refuse_foreign_port scheduler-2 "$INSPECT_PORT_2"
+  fi
+  cluster_env >"$LOCAL_CLUSTER_ENV"
 }
 
 etcd_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" | grep -q '"health":"true"'; }
-apiserver_healthy() {
-  curl -fsS --max-time 2 --cacert "$LOCAL_CERTS/ca.crt" --cert "$LOCAL_CERTS/admin.crt" \
-    --key "$LOCAL_CERTS/admin.key" "$APISERVER_URL/readyz"
-}
+apiserver_healthy() { https_healthy "$APISERVER_PORT" /readyz; }
+kcm_healthy() { https_healthy "$KCM_PORT" /healthz; }
 
 start_etcd() {
   # --unsafe-no-fsync: a throwaway store; fsync is most of etcd's latency.
@@ -428,44 +422,120 @@ start_etcd() {
   wait_healthy etcd 30 etcd_healthy
 }
 
+# gate_flags [GATES]: the feature gates (local-env.sh's FEATURE_GATES), as a
+# flag; none if the list is empty.
+gate_flags() {
+  local gates=${1-$FEATURE_GATES}
+  [[ -z $gates ]] || printf '%s\n' "--feature-gates=$gates"
+}
+
 start_apiserver() {
-  # No controller-manager runs: the ServiceAccount admission would wait for
-  # token controllers, and TaintNodesByCondition would leave new nodes
-  # tainted not-ready forever. --endpoint-reconciler-type=none: the default
-  # reconciler refuses a loopback advertise address.
-  start kube-apiserver "$LOCAL_BIN/kube-apiserver" \
-    --bind-address=127.0.0.1 \
-    --advertise-address=127.0.0.1 \
-    --secure-port="$APISERVER_PORT" \
-    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --tls-cert-file="$LOCAL_CERTS/apiserver.crt" \
-    --tls-private-key-file="$LOCAL_CERTS/apiserver.key" \
-    --client-ca-file="$LOCAL_CERTS/ca.crt" \
-    --service-account-issuer=https://kubernetes.default.svc \
-    --service-account-key-file="$LOCAL_CERTS/sa.pub" \
-    --service-account-signing-key-file="$LOCAL_CERTS/sa.key" \
-    --service-cluster-ip-range=10.96.0.0/16 \
-    --authorization-mode=AlwaysAllow \
-    --endpoint-reconciler-type=none \
-    --disable-admission-plugins=ServiceAccount,TaintNodesByCondition
+  # TaintNodesByCondition stays off: it taints every new node not-ready, and
+  # only the node lifecycle controller, which we do not run (kwok's nodes are
+  # Ready from the start), would take the taint off. ServiceAccount admission
+  # is on: kube-controller-manager makes the service accounts and tokens.
+  # --endpoint-reconciler-type=none: the default reconciler refuses a
+  # loopback advertise address.
+  local args=(
+    --bind-address=127.0.0.1
+    --advertise-address=127.0.0.1
+    --secure-port="$APISERVER_PORT"
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT"
+    --tls-cert-file="$LOCAL_CERTS/apiserver.crt"
+    --tls-private-key-file="$LOCAL_CERTS/apiserver.key"
+    --client-ca-file="$LOCAL_CERTS/ca.crt"
+    --service-account-issuer=https://kubernetes.default.svc
+    --service-account-key-file="$LOCAL_CERTS/sa.pub"
+    --service-account-signing-key-file="$LOCAL_CERTS/sa.key"
+    --service-cluster-ip-range=10.96.0.0/16
+    --authorization-mode=AlwaysAllow
+    --endpoint-reconciler-type=none
+    --disable-admission-plugins=TaintNodesByCondition
+  )
+  [[ -z $RUNTIME_CONFIG ]] || args+=(--runtime-config="$RUNTIME_CONFIG")
+  mapfile -t -O "${#args[@]}" args < <(gate_flags)
+  start kube-apiserver "$LOCAL_BIN/kube-apiserver" "${args[@]}"
   wait_healthy kube-apiserver 90 apiserver_healthy
 }
 
-kwok_alive() {
-  # kwok serves no health endpoint by default. "Watch nodes" is what v0.7.0
-  # logs once its informers are set up; nodes turning Ready below is the
-  # real test.
-  grep -q 'Watch nodes' "$(log_file kwok)"
+# The controllers a user of Jobs, Deployments and operators needs, and what
+# they lean on: the garbage collector (Jobs' pods, ReplicaSets, operators'
+# children go with their owner), namespace deletion, service accounts and
+# their tokens (the ServiceAccount admission refuses pods whose account does
+# not exist), the root CA ConfigMap every pod's token volume names, and
+# podgroup-protection (the PodGroupProtection admission, on by default in
+# 1.37, puts a finalizer on every Workload API PodGroup that only this
+# controller removes: without it a Job's PodGroup never goes away).
+KCM_CONTROLLERS=job-controller,replicaset-controller,deployment-controller,garbage-collector-controller
+KCM_CONTROLLERS+=,namespace-controller,serviceaccount-controller,serviceaccount-token-controller
+KCM_CONTROLLERS+=,root-ca-certificate-publisher-controller,podgroup-protection-controller
+
+start_controller_manager() {
+  # --leader-elect=false: one instance, no lease round trips. The API server
+  # address and credentials come from the admin kubeconfig (AlwaysAllow).
+  local args=(
+    --kubeconfig="$LOCAL_KUBECONFIG"
+    --authentication-kubeconfig="$LOCAL_KUBECONFIG"
+    --authorization-kubeconfig="$LOCAL_KUBECONFIG"
+    --bind-address=127.0.0.1
+    --secure-port="$KCM_PORT"
+    --tls-cert-file="$LOCAL_CERTS/kube-controller-manager.crt"
+    --tls-private-key-file="$LOCAL_CERTS/kube-controller-manager.key"
+    --leader-elect=false
+    --controllers="$KCM_CONTROLLERS"
+    --service-account-private-key-file="$LOCAL_CERTS/sa.key"
+    --root-ca-file="$LOCAL_CERTS/ca.crt"
+    --use-service-account-credentials=false
+  )
+  mapfile -t -O "${#args[@]}" args < <(gate_flags)
+  start kube-controller-manager "$LOCAL_BIN/kube-controller-manager" "${args[@]}"
+  wait_healthy kube-controller-manager 60 kcm_healthy
+}
+
+kwok_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$KWOK_PORT/healthz"; }
+
+# kwok v0.8.0 ships no default stages: it gets kwok's own "fast" node and pod
+# stages of the same release (from its module) plus hack/kwok-pod-complete.yaml,
+# which lets pods of Jobs succeed after a delay (10 s, or the pod's
+# annotation pod-complete.stage.kwok.x-k8s.io/delay). Every other pod runs
+# until deleted, as a long-running training job or server would.
+write_kwok_stages() {
+  local dir f
+  dir=$(cd "$LOCAL_TOOLS" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -d $dir/kustomize/stage ]] || die "no kwok $KWOK_VERSION module source with kustomize/stage (go mod download sigs.k8s.io/kwok@$KWOK_VERSION)"
+  {
+    printf '# Generated by hack/local-up.sh: kwok %s stages, pod-complete from hack/kwok-pod-complete.yaml\n' "$KWOK_VERSION"
+    for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+      pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml; do
+      [[ -s $dir/kustomize/stage/$f ]] || die "kwok $KWOK_VERSION has no stage $f"
+      printf -- '---\n'
+      cat "$dir/kustomize/stage/$f"
+    done
+    printf -- '---\n'
+    cat "$REPO_ROOT/hack/kwok-pod-complete.yaml"
+  } | write_if_changed "$LOCAL_DIR/kwok-stages.yaml"
 }
 
 start_kwok() {
+  write_kwok_stages
+  local pid
+  if pid=$(component_pid kwok) && [[ $LOCAL_DIR/kwok-stages.yaml -nt $(pid_file kwok) ]]; then
+    log "kwok's stages changed since it (pid $pid) started: restarting it"
+    stop_component kwok
+  fi
   # Only nodes annotated kwok.x-k8s.io/node=fake: should this ever point at a
-  # cluster with real kubelets, kwok leaves their nodes alone.
+  # cluster with real kubelets, kwok leaves their nodes alone. KWOK_WORKDIR:
+  # kwok would otherwise also load ~/.kwok/kwok.yaml, whatever it holds.
+  local -x KWOK_WORKDIR=$LOCAL_DATA/kwok
+  mkdir -p "$KWOK_WORKDIR"
   start kwok "$LOCAL_BIN/kwok" \
     --kubeconfig="$LOCAL_KUBECONFIG" \
+    --config="$LOCAL_DIR/kwok-stages.yaml" \
+    --server-address="127.0.0.1:$KWOK_PORT" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake
-  wait_healthy kwok 30 kwok_alive
+  wait_healthy kwok 30 kwok_healthy
 }
 
 # node NAME GPUS CPU MEMORY: one fake node. Status is accepted on create for
@@ -502,10 +572,23 @@ EOF
 
 # The nodes of the sample physicalCluster in both scheduler configs: racks a
 # and b of four 8-GPU V100 nodes, and two 4-GPU T4 nodes.
+# scheduler-plugins' PodGroup CRD (scheduling.x-k8s.io), from the module
+# version go.mod pins: Kubeflow's and other operators create these PodGroups
+# for their gangs (--gang-scheduler-name other than volcano), and refuse to
+# start their gang scheduling without the CRD. hivesched reads them.
+podgroup_crd() {
+  local dir
+  dir=$(cd "$REPO_ROOT" && go mod download sigs.k8s.io/scheduler-plugins && go list -m -f '{{.Dir}}' sigs.k8s.io/scheduler-plugins)
+  [[ -s $dir/manifests/coscheduling/crd.yaml ]] || die "no PodGroup CRD at $dir/manifests/coscheduling/crd.yaml (sigs.k8s.io/scheduler-plugins module)"
+  printf '%s\n' "$dir/manifests/coscheduling/crd.yaml"
+}
+
 apply_cluster_objects() {
-  log "applying CRD, nodes, namespaces, VirtualClusters"
-  kc apply -f "$REPO_ROOT/manifests/crds/" >/dev/null
-  kc wait --for=condition=Established --timeout=60s -f "$REPO_ROOT/manifests/crds/" >/dev/null
+  log "applying CRDs, nodes, namespaces, VirtualClusters"
+  local pgcrd
+  pgcrd=$(podgroup_crd)
+  kc apply -f "$REPO_ROOT/manifests/crds/" -f "$pgcrd" >/dev/null
+  kc wait --for=condition=Established --timeout=60s -f "$REPO_ROOT/manifests/crds/" -f "$pgcrd" >/dev/null
   # What tenants may not do to pods and the placement key (docs/security.md);
   # the local scheduler runs as the admin, whom the policies exempt.
   kc apply -f "$REPO_ROOT/manifests/admission/" >/dev/null
@@ -529,6 +612,19 @@ kind: Namespace
 metadata: {name: speech}
 EOF
   kc apply -f "$REPO_ROOT/manifests/samples/virtualclusters.yaml" >/dev/null
+
+  # The ServiceAccount admission refuses a pod until its namespace's
+  # "default" account exists, which kube-controller-manager creates a moment
+  # after the namespace: wait, so that the first pod of a user or a test is
+  # not refused.
+  local ns i
+  for ns in default vision speech; do
+    for ((i = 0; i < 150; i++)); do
+      kc get serviceaccount default -n "$ns" >/dev/null 2>&1 && continue 2
+      sleep 0.2
+    done
+    fail kube-controller-manager "made no service account $ns/default within 30 s"
+  done
 }
 
 scheduler_started() { grep -q 'Starting Kubernetes Scheduler' "$(log_file "$1")"; }
@@ -543,9 +639,12 @@ start_replica() {
     log "scheduler binary or config changed since $name (pid $pid) started: restarting it"
     stop_component "$name"
   fi
+  local gates
+  gates=$(gate_flags "$SCHEDULER_FEATURE_GATES")
   start "$name" "$SCHED_BIN" \
     --config="$config" \
     --secure-port=0 \
+    ${gates:+"$gates"} \
     --v=2
   REPLICA_STARTED+=("$STARTED")
 }
@@ -579,6 +678,7 @@ if ((SCHEDULERS_ONLY)); then
   # The harness of test/chaos restarts a killed replica this way: nothing
   # else is touched (the full run re-applies the nodes it may have deleted).
   take_lock
+  check_ports
   apiserver_healthy >/dev/null 2>&1 || die "kube-apiserver is not up: run hack/local-up.sh without --schedulers"
   scheduler_stale && die "the scheduler binary is stale: run hack/local-up.sh without --schedulers"
   start_scheduler
@@ -587,11 +687,16 @@ fi
 
 build_all
 BUILD_MS=$(now_ms)
+if ((BUILD_ONLY)); then
+  log "binaries in $LOCAL_BIN are up to date${BUILD_REPORT:+; built: ${BUILD_REPORT[*]}}"
+  exit 0
+fi
 preflight
 gen_certs
 start_etcd
 start_apiserver
 write_kubeconfig
+start_controller_manager
 start_kwok
 apply_cluster_objects
 start_scheduler

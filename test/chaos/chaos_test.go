@@ -39,6 +39,7 @@ import (
 	"github.com/hivesched/hivesched/cmd/hivesched-sim/sim"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/test/util"
 )
 
 const envKubeconfig = "HIVESCHED_CHAOS_KUBECONFIG"
@@ -130,6 +131,7 @@ type harness struct {
 	rng       *rand.Rand // the kill loop's
 	root      string
 	localDir  string
+	apiPort   int // kube-apiserver's, as hack/local-up.sh started it
 	kube      kubernetes.Interface
 	vcs       versioned.Interface
 	cfg       cellcore.Config
@@ -184,6 +186,9 @@ func newHarness(t *testing.T, kubeconfig string, o options) *harness {
 		if _, ok := h.pid(r); !ok {
 			t.Fatalf("scheduler replica %s is not running: bring the cluster up with HIVESCHED_REPLICAS=2 (make chaos does)", r)
 		}
+	}
+	if h.apiPort, err = util.LocalPort(root, "APISERVER_PORT"); err != nil {
+		t.Fatal(err)
 	}
 	// The physical cluster as the running scheduler reads it.
 	if h.cfg, err = sim.LoadCluster(filepath.Join(h.localDir, "scheduler-config.yaml")); err != nil {
@@ -589,7 +594,7 @@ func (h *harness) restartAPIServer(ctx context.Context) {
 	// zombie before its other threads have closed its sockets.
 	for time.Since(t0) < 10*time.Second {
 		_, alive := h.pid("kube-apiserver")
-		c, err := net.DialTimeout("tcp", "127.0.0.1:6443", time.Second)
+		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(h.apiPort)), time.Second)
 		if err == nil {
 			_ = c.Close()
 		}
