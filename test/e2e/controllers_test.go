@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -194,6 +195,54 @@ func TestControllers(t *testing.T) {
 			return false, nil
 		}), "Job vision/bert did not complete: %s", podStates(e.livePods(t, "vision", sel)))
 		e.waitPhase(t, "vision", "bert", hv1.AffinityGroupCompleted, 60*time.Second)
+	})
+
+	t.Run("the Indexed Job written the 1.37 way: the Job controller's gang PodGroup is the affinity group", func(t *testing.T) {
+		if on, err := util.LocalFeatureGate(e.root, "WorkloadWithJob"); err != nil || !on {
+			t.Skip("the local cluster runs without WorkloadWithJob")
+		}
+		const sel = "job-name=bert-wl"
+		sample := filepath.Join(e.root, "manifests", "samples", "indexed-job-workload.yaml")
+		e.kubectl(t, "delete", "-f", sample, "--ignore-not-found", "--wait=true")
+		e.kubectl(t, "apply", "-f", sample)
+		t.Cleanup(func() { e.kubectl(t, "delete", "-f", sample, "--ignore-not-found", "--wait=true") })
+
+		got := e.waitPods(t, "vision", sel, 4, 90*time.Second, "Running", running)
+		job, err := e.kube.BatchV1().Jobs("vision").Get(t.Context(), "bert-wl", metav1.GetOptions{})
+		require.NoError(t, err)
+		pgs, err := e.kube.SchedulingV1beta1().PodGroups("vision").List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+		var pgName string
+		for _, pg := range pgs.Items {
+			if metav1.IsControlledBy(&pg, job) {
+				pgName = pg.Name
+				require.NotNil(t, pg.Spec.SchedulingPolicy.Gang, "spec.scheduling asked for a gang")
+				require.Equal(t, int32(4), pg.Spec.SchedulingPolicy.Gang.MinCount, "minCount defaults to the parallelism")
+			}
+		}
+		require.NotEmpty(t, pgName, "no PodGroup controlled by Job vision/bert-wl")
+		seen := map[string]string{}
+		for _, p := range got {
+			require.Equal(t, pgName, ptr.Deref(p.Spec.SchedulingGroup.PodGroupName, ""), "pod %s", p.Name)
+			for k := range p.Labels {
+				require.False(t, strings.HasPrefix(k, "hivesched.io/") && k != hivesched.LabelVirtualCluster, "pod %s carries hivesched label %s beyond the VC", p.Name, k)
+			}
+			spec, rp, err := hivesched.RecordedPlacement(&p)
+			require.NoError(t, err, "pod %s", p.Name)
+			require.Equal(t, "vision/"+pgName, spec.Name, "pod %s: the affinity group is the PodGroup", p.Name)
+			require.Equal(t, []int32{4}, []int32{spec.Members[0].PodNumber}, "pod %s", p.Name)
+			for _, i := range rp.LeafCellIndices {
+				k := fmt.Sprintf("%s/%d", p.Spec.NodeName, i)
+				require.Empty(t, seen[k], "GPU %s given to %s and %s", k, seen[k], p.Name)
+				seen[k] = p.Name
+			}
+		}
+		e.waitPhase(t, "vision", pgName, hv1.AffinityGroupRunning, 30*time.Second)
+		require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+			job, err := e.kube.BatchV1().Jobs("vision").Get(ctx, "bert-wl", metav1.GetOptions{})
+			return err == nil && job.Status.Succeeded == 4, nil
+		}), "Job vision/bert-wl did not complete: %s", podStates(e.livePods(t, "vision", sel)))
+		e.waitPhase(t, "vision", pgName, hv1.AffinityGroupCompleted, 60*time.Second)
 	})
 
 	t.Run("a 3-replica Deployment spreads over nodes in a Spread VC", func(t *testing.T) {
