@@ -90,6 +90,19 @@ sim-trace:
 	$(GO) run ./cmd/hivesched-sim -config $(SIM_CONFIG) -vcs $(SIM_VCS) -trace $(TRACE) -format $(FORMAT) \
 		$(if $(TASKS),-task-table $(TASKS)) $(if $(VC_MAP),-vc-map $(VC_MAP)) $(SIM_FLAGS) -out $(or $(SIM_OUT),$(OUT)/sim-trace)
 
+## sim-paper: the paper scenario (docs/simulator.md): Helios' Earth as published (143 nodes, 18 VCs), two
+## weeks of jobs calibrated to its figures (calibrated, not real), without and with node failures
+## (an assumed MTBF, SIM_MTBF_HOURS / SIM_REPAIR_HOURS); timed; reports in _output/sim-paper{,-failures}
+SIM_MTBF_HOURS ?= 720
+SIM_REPAIR_HOURS ?= 24
+sim-paper:
+	$(GO) build -o $(OUT)/sim-paper-bin ./cmd/hivesched-sim
+	$(if $(wildcard /usr/bin/time),/usr/bin/time -f 'wall %e s, peak memory %M KiB') $(OUT)/sim-paper-bin -config manifests/sim/paper/scheduler-config.yaml \
+		-vcs manifests/sim/paper/virtualclusters.yaml -generate manifests/sim/paper/generator.yaml -out $(OUT)/sim-paper
+	$(if $(wildcard /usr/bin/time),/usr/bin/time -f 'wall %e s, peak memory %M KiB') $(OUT)/sim-paper-bin -config manifests/sim/paper/scheduler-config.yaml \
+		-vcs manifests/sim/paper/virtualclusters.yaml -generate manifests/sim/paper/generator.yaml \
+		-mtbf-hours $(SIM_MTBF_HOURS) -repair-hours $(SIM_REPAIR_HOURS) -out $(OUT)/sim-paper-failures
+
 ## sim-speed: a month of ~100k jobs on 1,000 nodes, every policy, timed (hack/sim-speed.sh)
 sim-speed:
 	bash hack/sim-speed.sh

@@ -188,7 +188,7 @@ func (rep *Report) stats(res *Result, vc string) vcStats {
 type utilStats struct {
 	toLastSubmit float64 // samples from 0 to the last submission (the old figure)
 	whole        float64 // every sample, to the last job's end
-	busy         float64 // samples where some job was waiting
+	busy         float64 // samples where demand (in use + asked by waiting jobs) reached the cluster's size
 	busyShare    float64 // share of samples that were busy
 	weekMin      float64 // per week of the submission period
 	weekMedian   float64
@@ -221,8 +221,8 @@ func utilization(res *Result) utilStats {
 	u.whole = frac(res.Used, 0, len(res.Used))
 	var busy float64
 	nb := 0
-	for i, w := range res.Waiting {
-		if w > 0 {
+	for i, d := range res.Demand {
+		if d >= res.TotalGPUs {
 			busy += float64(res.Used[i])
 			nb++
 		}
@@ -230,7 +230,7 @@ func utilization(res *Result) utilStats {
 	if nb > 0 {
 		u.busy = busy / float64(nb) / tot
 	}
-	u.busyShare = float64(nb) / float64(len(res.Waiting))
+	u.busyShare = float64(nb) / float64(len(res.Demand))
 	week := int(math.Round(7 * 86400 / res.SampleEvery))
 	var weeks []float64
 	for i := 0; i+week <= n || (i == 0 && n > 0); i += week {

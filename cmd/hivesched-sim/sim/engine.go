@@ -132,12 +132,12 @@ type Result struct {
 	Policy string
 	Runs   []*run // in trace order
 	// Samples of the cluster every SampleEvery seconds from 0 to the end of
-	// the simulation: GPUs in use, free GPUs no waiting job's pod fits, jobs
-	// waiting, GPUs on failed nodes.
+	// the simulation: GPUs in use, free GPUs no waiting job's pod fits, GPUs
+	// in use plus those the waiting jobs ask (demand), GPUs on failed nodes.
 	SampleEvery float64
 	Used        []int64
 	Fragmented  []int64
-	Waiting     []int32
+	Demand      []int64
 	Down        []int64
 	// SubmitSamples is how many samples fall up to the last submission.
 	SubmitSamples int
@@ -205,9 +205,15 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64, outages 
 		}
 		return cmpString(a.job.ID, b.job.ID)
 	}
+	var pendingGPUs int64
 	enqueue := func(r *run) {
 		i, _ := slices.BinarySearchFunc(pending, r, less)
 		pending = slices.Insert(pending, i, r)
+		pendingGPUs += r.job.GPUs()
+	}
+	dequeue := func(i int) {
+		pendingGPUs -= pending[i].job.GPUs()
+		pending = slices.Delete(pending, i, i+1)
 	}
 	stop := func(r *run) {
 		for _, pa := range r.pods {
@@ -232,7 +238,7 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64, outages 
 	sample := func(upTo float64) {
 		for nextSample <= upTo {
 			res.Used = append(res.Used, usedGPUs)
-			res.Waiting = append(res.Waiting, int32(len(pending)))
+			res.Demand = append(res.Demand, usedGPUs+pendingGPUs)
 			res.Down = append(res.Down, downGPUs)
 			if nextSample <= lastSubmit {
 				res.SubmitSamples++
@@ -341,7 +347,7 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64, outages 
 			}
 			if err != nil {
 				r.invalid = err.Error()
-				pending = slices.Delete(pending, i, i+1)
+				dequeue(i)
 				continue
 			}
 			if !o.ok {
@@ -350,7 +356,7 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64, outages 
 				i++
 				continue
 			}
-			pending = slices.Delete(pending, i, i+1)
+			dequeue(i)
 			r.started, r.start, r.pods = true, now, o.pods
 			if n := len(r.blocks); n > 0 {
 				r.blocks[n-1].to = now

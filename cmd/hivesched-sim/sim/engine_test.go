@@ -166,13 +166,14 @@ func TestLazyPreemptionDowngrades(t *testing.T) {
 	require.Equal(t, map[string]float64{"b1": 15, "b2": 5}, starts(t, rep, "hivesched"))
 }
 
-// Utilization when busy counts only the samples where a job waited.
+// Utilization when busy counts only the samples whose demand (GPUs in use
+// plus those waiting jobs ask) reached the cluster's size.
 func TestUtilizationBusy(t *testing.T) {
-	res := &Result{SampleEvery: 86400, TotalGPUs: 10, Used: []int64{10, 10, 0, 0}, Waiting: []int32{1, 0, 0, 0},
+	res := &Result{SampleEvery: 86400, TotalGPUs: 10, Used: []int64{8, 10, 0, 0}, Demand: []int64{12, 10, 9, 0},
 		Fragmented: make([]int64, 4), Down: make([]int64, 4), SubmitSamples: 4}
 	u := utilization(res)
-	require.InDelta(t, 0.5, u.toLastSubmit, 1e-9)
-	require.InDelta(t, 1.0, u.busy, 1e-9)
-	require.InDelta(t, 0.25, u.busyShare, 1e-9)
-	require.InDelta(t, 0.5, u.weekMedian, 1e-9, "a trace shorter than a week is one week")
+	require.InDelta(t, 0.45, u.toLastSubmit, 1e-9)
+	require.InDelta(t, 0.9, u.busy, 1e-9, "the two samples whose demand reached the 10 GPUs")
+	require.InDelta(t, 0.5, u.busyShare, 1e-9)
+	require.InDelta(t, 0.45, u.weekMedian, 1e-9, "a trace shorter than a week is one week")
 }

@@ -92,7 +92,7 @@ func (rep *Report) writeMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s | %s | %d | %d | %d | %d |\n", res.Policy, c.anomalies, c.byCause[causeAffinity], c.byCause[causeQueue], c.byCause[causeFailure],
 			c.faster, pct(u.toLastSubmit), pct(u.busy), res.Preemptions, res.Downgrades, res.Interruptions, s.jobs-s.started)
 	}
-	fmt.Fprintf(w, "\n## Utilization\n\nSampled every %.0f minutes. *To last submission*: from time 0 to the last submission (the figure earlier reports gave). *Whole run*: to the last job's end. *When busy*: over the samples where at least one job was waiting (demand the policy could not place), with the share of time that was. *Weeks*: complete weeks of the submission period, lowest, median and highest. *Fragmented*: free GPUs on nodes where no waiting job's pod fits. *Down*: GPUs on failed nodes.\n\n", in.SampleEvery/60)
+	fmt.Fprintf(w, "\n## Utilization\n\nSampled every %.0f minutes. *To last submission*: from time 0 to the last submission (the figure earlier reports gave). *Whole run*: to the last job's end. *When busy*: over the samples where demand (GPUs in use plus those the waiting jobs ask) reached the cluster's size, with the share of time that was. *Weeks*: complete weeks of the submission period, lowest, median and highest. *Fragmented*: free GPUs on nodes where no waiting job's pod fits. *Down*: GPUs on failed nodes.\n\n", in.SampleEvery/60)
 	fmt.Fprintf(w, "| policy | to last submission | whole run | when busy | time busy | weeks: min | median | max | fragmented | down |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	rows := append([]*Result(nil), rep.Results...)
 	for _, res := range rows {
