@@ -95,11 +95,12 @@ sim-trace:
 ## (an assumed MTBF, SIM_MTBF_HOURS / SIM_REPAIR_HOURS); timed; reports in _output/sim-paper{,-failures}
 SIM_MTBF_HOURS ?= 720
 SIM_REPAIR_HOURS ?= 24
+SIM_TIME := $(if $(wildcard /usr/bin/time),/usr/bin/time -f 'wall %e s; peak memory %M KiB')
 sim-paper:
 	$(GO) build -o $(OUT)/sim-paper-bin ./cmd/hivesched-sim
-	$(if $(wildcard /usr/bin/time),/usr/bin/time -f 'wall %e s, peak memory %M KiB') $(OUT)/sim-paper-bin -config manifests/sim/paper/scheduler-config.yaml \
+	$(SIM_TIME) $(OUT)/sim-paper-bin -config manifests/sim/paper/scheduler-config.yaml \
 		-vcs manifests/sim/paper/virtualclusters.yaml -generate manifests/sim/paper/generator.yaml -out $(OUT)/sim-paper
-	$(if $(wildcard /usr/bin/time),/usr/bin/time -f 'wall %e s, peak memory %M KiB') $(OUT)/sim-paper-bin -config manifests/sim/paper/scheduler-config.yaml \
+	$(SIM_TIME) $(OUT)/sim-paper-bin -config manifests/sim/paper/scheduler-config.yaml \
 		-vcs manifests/sim/paper/virtualclusters.yaml -generate manifests/sim/paper/generator.yaml \
 		-mtbf-hours $(SIM_MTBF_HOURS) -repair-hours $(SIM_REPAIR_HOURS) -out $(OUT)/sim-paper-failures
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -22,6 +23,15 @@ import (
 // decides when each job starts.
 
 const heliosTime = "2006-01-02 15:04:05"
+
+// heliosVC maps a VC id; one not in vcMap is lower-cased (vcJkd to vcjkd):
+// Helios' ids have capitals, VirtualCluster names may not.
+func heliosVC(vcMap map[string]string, vc string) string {
+	if m, ok := vcMap[vc]; ok {
+		return m
+	}
+	return strings.ToLower(vc)
+}
 
 // ReadHelios imports a Helios cluster_log.csv.
 func ReadHelios(r io.Reader, vcMap map[string]string) ([]Job, *ImportStats, error) {
@@ -78,7 +88,7 @@ func ReadHelios(r io.Reader, vcMap map[string]string) ([]Job, *ImportStats, erro
 			st.Changed["GPUs spread unevenly over the job's nodes: each pod given the largest share"]++
 		}
 		jobs = append(jobs, Job{ID: id, Submit: float64(times[0].Unix()), Duration: times[2].Sub(times[1]).Seconds(),
-			VC: mapVC(vcMap, t.str("vc")), Pods: int32(nodes), Leaves: int32(per)})
+			VC: heliosVC(vcMap, t.str("vc")), Pods: int32(nodes), Leaves: int32(per)})
 	}
 	st.Imported = len(jobs)
 	rebase(jobs)

@@ -15,7 +15,7 @@ func traceFile(name string) string {
 // The hand-written Helios rows (cluster_log.csv's columns, README of
 // HeliosData): every state is kept, CPU jobs and a job that never started
 // are skipped, node_num pods of gpu_num/node_num GPUs, an uneven split
-// rounded up and counted.
+// rounded up and counted; an unmapped VC id is lower-cased.
 func TestReadHeliosSample(t *testing.T) {
 	jobs, st, err := Import("helios", []string{traceFile("helios-sample.csv")}, map[string]string{"vcTrn": "vc-train", "vcDev": "vc-dev"})
 	require.NoError(t, err)
@@ -23,7 +23,7 @@ func TestReadHeliosSample(t *testing.T) {
 		{ID: "1000001", Submit: 0, Duration: 7200, VC: "vc-train", Pods: 1, Leaves: 8},
 		{ID: "1000002", Submit: 30, Duration: 240, VC: "vc-dev", Pods: 1, Leaves: 1},
 		{ID: "1000004", Submit: 600, Duration: 8 * 3600, VC: "vc-train", Pods: 4, Leaves: 8},
-		{ID: "1000005", Submit: 1200, Duration: 4 * 3600, VC: "vcRes", Pods: 2, Leaves: 6},
+		{ID: "1000005", Submit: 1200, Duration: 4 * 3600, VC: "vcres", Pods: 2, Leaves: 6},
 		{ID: "1000006", Submit: 1800, Duration: 1800, VC: "vc-dev", Pods: 2, Leaves: 2},
 		{ID: "1000008", Submit: 3000, Duration: 86400, VC: "vc-dev", Pods: 1, Leaves: 1},
 	}, jobs)

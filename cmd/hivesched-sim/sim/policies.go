@@ -32,7 +32,10 @@ func newCellPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (*cel
 		return nil, err
 	}
 	p := &cellPlacer{k: k, cfg: cfg, quota: quota, guar: map[string]int64{}, held: map[string]*run{}}
-	for n := range nodeCapacities(cfg) {
+	// In the configuration's order: the core's free lists keep the order
+	// nodes became healthy, and a map's order would make runs with
+	// failures differ from one to the next.
+	for _, n := range nodeOrder(cfg) {
 		if err := k.SetNodeHealth(n, cellcore.NodeHealthy); err != nil {
 			return nil, err
 		}
