@@ -12,7 +12,7 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
            -X k8s.io/component-base/version.gitCommit=$(COMMIT) \
            -X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
-.PHONY: all build test vet unit integration verify generate soak bench-core fuzz clean demo e2e sim sim-speed chaos
+.PHONY: all build test vet unit integration verify generate soak bench-core fuzz clean demo e2e sim sim-speed sim-trace sim-paper chaos
 
 all: build
 
@@ -90,6 +90,32 @@ soak:
 sim:
 	$(GO) run ./cmd/hivesched-sim -config manifests/sim/scheduler-config.yaml -vcs manifests/sim/virtualclusters.yaml \
 		-generate manifests/sim/generator.yaml -out $(OUT)/sim
+
+## sim-trace: the simulator on a trace in a published format (docs/simulator.md, "Public traces"):
+##   make sim-trace TRACE=FILE FORMAT=csv|philly|helios|alibaba2020|openb [TASKS=pai_task_table.csv]
+##     [VC_MAP=from=to,...] [SIM_CONFIG=scheduler-config.yaml] [SIM_VCS=virtualclusters.yaml] [SIM_FLAGS=...]
+## report and plots in _output/sim-trace (SIM_OUT)
+SIM_CONFIG ?= manifests/sim/scheduler-config.yaml
+SIM_VCS ?= manifests/sim/virtualclusters.yaml
+FORMAT ?= csv
+sim-trace:
+	@test -n "$(TRACE)" || { echo "usage: make sim-trace TRACE=FILE FORMAT=csv|philly|helios|alibaba2020|openb [TASKS=FILE] [VC_MAP=from=to,...] [SIM_CONFIG=...] [SIM_VCS=...]"; exit 2; }
+	$(GO) run ./cmd/hivesched-sim -config $(SIM_CONFIG) -vcs $(SIM_VCS) -trace $(TRACE) -format $(FORMAT) \
+		$(if $(TASKS),-task-table $(TASKS)) $(if $(VC_MAP),-vc-map $(VC_MAP)) $(SIM_FLAGS) -out $(or $(SIM_OUT),$(OUT)/sim-trace)
+
+## sim-paper: the paper scenario (docs/simulator.md): Helios' Earth as published (143 nodes, 18 VCs), two
+## weeks of jobs calibrated to its figures (calibrated, not real), without and with node failures
+## (an assumed MTBF, SIM_MTBF_HOURS / SIM_REPAIR_HOURS); timed; reports in _output/sim-paper{,-failures}
+SIM_MTBF_HOURS ?= 720
+SIM_REPAIR_HOURS ?= 24
+SIM_TIME := $(if $(wildcard /usr/bin/time),/usr/bin/time -f 'wall %e s; peak memory %M KiB')
+sim-paper:
+	$(GO) build -o $(OUT)/sim-paper-bin ./cmd/hivesched-sim
+	$(SIM_TIME) $(OUT)/sim-paper-bin -config manifests/sim/paper/scheduler-config.yaml \
+		-vcs manifests/sim/paper/virtualclusters.yaml -generate manifests/sim/paper/generator.yaml -out $(OUT)/sim-paper
+	$(SIM_TIME) $(OUT)/sim-paper-bin -config manifests/sim/paper/scheduler-config.yaml \
+		-vcs manifests/sim/paper/virtualclusters.yaml -generate manifests/sim/paper/generator.yaml \
+		-mtbf-hours $(SIM_MTBF_HOURS) -repair-hours $(SIM_REPAIR_HOURS) -out $(OUT)/sim-paper-failures
 
 ## sim-speed: a month of ~100k jobs on 1,000 nodes, every policy, timed (hack/sim-speed.sh)
 sim-speed:

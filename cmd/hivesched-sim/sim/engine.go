@@ -10,13 +10,30 @@ import (
 // pods at once) or says it must wait, and may preempt running jobs to start
 // it (they are returned; the engine requeues them).
 type placer interface {
-	// place tries to start r now. victims are the names of the runs it
-	// stopped to make room (also when it then could not start r).
-	place(r *run) (pods []podAt, victims []string, ok bool, err error)
+	// place tries to start r now.
+	place(r *run) (outcome, error)
 	// finish frees what r held.
 	finish(r *run)
 	// nodes is every node's leaf cell capacity.
 	nodes() map[string]int32
+	// headroom is how many leaf cells vc may still take for guaranteed
+	// jobs by count (its quota, or its cells, less what its guaranteed jobs
+	// hold). A job refused while its GPUs fit the headroom waited for the
+	// shape of free GPUs, not for its VC's own jobs (lost affinity).
+	headroom(vc string) int64
+	// setNodeUp marks a node failed (false) or repaired (true); the engine
+	// has stopped the runs on it first.
+	setNodeUp(node string, up bool) error
+}
+
+// outcome is what place decided.
+type outcome struct {
+	pods []podAt
+	// victims are the runs it stopped to make room (also when it then
+	// could not start r); downgraded are lazily preempted runs that go on
+	// running as opportunistic.
+	victims, downgraded []string
+	ok                  bool
 }
 
 // podAt is where one pod of a job runs.
@@ -25,28 +42,65 @@ type podAt struct {
 	leaves int32
 }
 
-// run is one job in the simulation; a preempted job runs again from the
-// start under a new attempt name.
+// block is a stretch of time a run waited for one reason: from its first
+// refusal for that reason to the next refusal for another (or its start).
+type block struct {
+	from, to float64
+	// fits: its VC had the headroom for its GPUs, so it waited for their
+	// shape; down: some node was down at the time.
+	fits, down bool
+}
+
+// run is one job in the simulation; a preempted or interrupted job runs
+// again from the start under a new attempt name.
 type run struct {
-	job      *Job
-	attempt  int
-	name     string
-	gen      int // invalidates a preempted run's finish event
-	started  bool
-	start    float64
-	end      float64
-	pods     []podAt
-	preempts int // times it was preempted
-	invalid  string
+	job         *Job
+	attempt     int
+	name        string
+	gen         int // invalidates a stopped run's finish event
+	started     bool
+	start       float64
+	end         float64
+	pods        []podAt
+	preempts    int // times it was preempted
+	interrupted int // times a node failure stopped it
+	downgraded  bool
+	lostWork    float64 // GPU-seconds of runs stopped before they finished
+	blocks      []block
+	invalid     string
 }
 
 func (r *run) rename() { r.name = fmt.Sprintf("%s#%d", r.job.ID, r.attempt) }
 
+// refused records that r could not start at now, and why.
+func (r *run) refused(now float64, fits, down bool) {
+	if n := len(r.blocks); n > 0 {
+		b := &r.blocks[n-1]
+		b.to = now
+		if b.fits == fits && b.down == down {
+			return
+		}
+	}
+	r.blocks = append(r.blocks, block{from: now, to: now, fits: fits, down: down})
+}
+
+type eventKind int8
+
+// Events at the same instant: finishes first (they free cells), then
+// repairs, failures, and arrivals last (they see the freshest state).
+const (
+	evFinish eventKind = iota
+	evNodeUp
+	evNodeDown
+	evArrive
+)
+
 type event struct {
-	at     float64
-	finish bool // finishes sort before arrivals at the same time
-	r      *run
-	gen    int
+	at   float64
+	kind eventKind
+	r    *run
+	gen  int
+	node string
 }
 
 type eventHeap []event
@@ -56,10 +110,13 @@ func (h eventHeap) Less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
-	if h[i].finish != h[j].finish {
-		return h[i].finish
+	if h[i].kind != h[j].kind {
+		return h[i].kind < h[j].kind
 	}
-	return h[i].r.job.ID < h[j].r.job.ID
+	if h[i].r != nil && h[j].r != nil {
+		return h[i].r.job.ID < h[j].r.job.ID
+	}
+	return h[i].node < h[j].node
 }
 func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
@@ -74,22 +131,33 @@ func (h *eventHeap) Pop() any {
 type Result struct {
 	Policy string
 	Runs   []*run // in trace order
-	// Samples of the cluster every SampleEvery seconds up to the last
-	// submission: GPUs in use, and free GPUs no waiting job's pod fits.
+	// Samples of the cluster every SampleEvery seconds from 0 to the end of
+	// the simulation: GPUs in use, free GPUs no waiting job's pod fits, GPUs
+	// in use plus those the waiting jobs ask (demand), GPUs on failed nodes.
 	SampleEvery float64
 	Used        []int64
 	Fragmented  []int64
-	TotalGPUs   int64
-	Preemptions int
+	Demand      []int64
+	Down        []int64
+	// SubmitSamples is how many samples fall up to the last submission.
+	SubmitSamples int
+	TotalGPUs     int64
+	Preemptions   int
+	Downgrades    int
+	NodeFailures  int
+	Interruptions int
 }
 
 // simulate runs jobs through p with a virtual clock. Every time something
-// happens (a job arrives or finishes), the waiting jobs are offered to the
-// policy in order: higher priority first, then earlier submission. A job
-// that cannot start does not hold back smaller ones behind it (as the
-// scheduler's queue does not); shapes that failed in a pass are not asked
-// again in the same pass (the state has not changed for them).
-func simulate(policy string, p placer, jobs []Job, sampleEvery float64) (*Result, error) {
+// happens (a job arrives or finishes, a node fails or comes back), the
+// waiting jobs are offered to the policy in order: higher priority first,
+// then earlier submission. A job that cannot start does not hold back
+// smaller ones behind it (as the scheduler's queue does not); shapes that
+// failed in a pass are not asked again in the same pass (the state has not
+// changed for them). outages, if any, take nodes down and up again: the
+// runs on a failed node are stopped and requeued (they start over, as a
+// failed job resubmitted does).
+func simulate(policy string, p placer, jobs []Job, sampleEvery float64, outages []outage) (*Result, error) {
 	caps := p.nodes()
 	names := make([]string, 0, len(caps))
 	var total int64
@@ -100,20 +168,29 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64) (*Result
 	slices.Sort(names)
 	res := &Result{Policy: policy, SampleEvery: sampleEvery, TotalGPUs: total}
 	used := make(map[string]int32, len(caps))
-	var usedGPUs int64
+	down := map[string]bool{}
+	var usedGPUs, downGPUs int64
 	h := &eventHeap{}
 	runs := make([]*run, len(jobs))
 	byName := map[string]*run{}
+	onNode := map[string]map[*run]bool{} // running runs per node, for failures
 	for i := range jobs {
 		r := &run{job: &jobs[i]}
 		r.rename()
 		runs[i] = r
-		heap.Push(h, event{at: jobs[i].Submit, r: r})
+		heap.Push(h, event{at: jobs[i].Submit, kind: evArrive, r: r})
+	}
+	for _, o := range outages {
+		if _, ok := caps[o.node]; !ok {
+			return nil, fmt.Errorf("%s: failure of node %q, which is not in the cluster", policy, o.node)
+		}
+		heap.Push(h, event{at: o.from, kind: evNodeDown, node: o.node})
+		heap.Push(h, event{at: o.to, kind: evNodeUp, node: o.node})
 	}
 	res.Runs = runs
-	horizon := 0.0
+	lastSubmit := 0.0
 	if len(jobs) > 0 {
-		horizon = jobs[len(jobs)-1].Submit
+		lastSubmit = jobs[len(jobs)-1].Submit
 	}
 	var pending []*run
 	less := func(a, b *run) int {
@@ -128,22 +205,44 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64) (*Result
 		}
 		return cmpString(a.job.ID, b.job.ID)
 	}
+	var pendingGPUs int64
 	enqueue := func(r *run) {
 		i, _ := slices.BinarySearchFunc(pending, r, less)
 		pending = slices.Insert(pending, i, r)
+		pendingGPUs += r.job.GPUs()
 	}
-	stop := func(r *run, now float64) {
+	dequeue := func(i int) {
+		pendingGPUs -= pending[i].job.GPUs()
+		pending = slices.Delete(pending, i, i+1)
+	}
+	stop := func(r *run) {
 		for _, pa := range r.pods {
 			used[pa.node] -= pa.leaves
 			usedGPUs -= int64(pa.leaves)
+			delete(onNode[pa.node], r)
 		}
 		r.pods = nil
 		delete(byName, r.name)
 	}
+	// requeue puts a stopped run back in the queue as a new attempt.
+	requeue := func(r *run, now float64) {
+		r.lostWork += (now - r.start) * float64(r.job.GPUs())
+		r.gen++
+		r.started = false
+		r.downgraded = false
+		r.attempt++
+		r.rename()
+		enqueue(r)
+	}
 	nextSample := 0.0
 	sample := func(upTo float64) {
-		for nextSample <= upTo && nextSample <= horizon {
+		for nextSample <= upTo {
 			res.Used = append(res.Used, usedGPUs)
+			res.Demand = append(res.Demand, usedGPUs+pendingGPUs)
+			res.Down = append(res.Down, downGPUs)
+			if nextSample <= lastSubmit {
+				res.SubmitSamples++
+			}
 			var frag int64
 			if len(pending) > 0 {
 				smallest := pending[0].job.Leaves
@@ -151,7 +250,7 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64) (*Result
 					smallest = min(smallest, r.job.Leaves)
 				}
 				for _, n := range names {
-					if free := caps[n] - used[n]; free > 0 && free < smallest {
+					if free := caps[n] - used[n]; free > 0 && free < smallest && !down[n] {
 						frag += int64(free)
 					}
 				}
@@ -167,69 +266,114 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64) (*Result
 		leaves   int32
 		leafType string
 	}
+	now := 0.0
 	for h.Len() > 0 {
-		now := (*h)[0].at
+		now = (*h)[0].at
 		sample(now - 1e-9)
 		for h.Len() > 0 && (*h)[0].at == now {
 			e := heap.Pop(h).(event)
-			if e.finish {
+			switch e.kind {
+			case evFinish:
 				if e.gen != e.r.gen {
-					continue // preempted since
+					continue // stopped since
 				}
 				e.r.end = now
 				p.finish(e.r)
-				stop(e.r, now)
-				continue
+				stop(e.r)
+			case evNodeDown:
+				if down[e.node] {
+					continue
+				}
+				res.NodeFailures++
+				victims := make([]*run, 0, len(onNode[e.node]))
+				for r := range onNode[e.node] {
+					victims = append(victims, r)
+				}
+				slices.SortFunc(victims, func(a, b *run) int { return cmpString(a.name, b.name) })
+				for _, r := range victims {
+					p.finish(r)
+					stop(r)
+					r.interrupted++
+					res.Interruptions++
+					requeue(r, now)
+				}
+				down[e.node] = true
+				downGPUs += int64(caps[e.node])
+				if err := p.setNodeUp(e.node, false); err != nil {
+					return nil, fmt.Errorf("%s: node %s down: %w", policy, e.node, err)
+				}
+			case evNodeUp:
+				if !down[e.node] {
+					continue
+				}
+				delete(down, e.node)
+				downGPUs -= int64(caps[e.node])
+				if err := p.setNodeUp(e.node, true); err != nil {
+					return nil, fmt.Errorf("%s: node %s up: %w", policy, e.node, err)
+				}
+			default:
+				enqueue(e.r)
 			}
-			enqueue(e.r)
 		}
 		failed := map[shape]bool{}
+		anyDown := len(down) > 0
 		for i := 0; i < len(pending); {
 			r := pending[i]
 			key := shape{r.job.VC, r.job.Priority, r.job.Pods, r.job.Leaves, r.job.LeafType}
 			if failed[key] {
+				r.refused(now, r.job.Priority >= 0 && p.headroom(r.job.VC) >= r.job.GPUs(), anyDown)
 				i++
 				continue
 			}
-			pods, victims, ok, err := p.place(r)
-			for _, v := range victims {
+			o, err := p.place(r)
+			for _, v := range o.victims {
 				vr := byName[v]
 				if vr == nil {
 					return nil, fmt.Errorf("%s: %s preempted %s, which is not running", policy, r.name, v)
 				}
-				stop(vr, now)
-				vr.gen++
-				vr.started = false
+				stop(vr)
 				vr.preempts++
-				vr.attempt++
-				vr.rename()
 				res.Preemptions++
-				enqueue(vr)
+				requeue(vr, now)
 				if idx := slices.Index(pending, r); idx >= 0 {
 					i = idx // the victim may have been queued before r
 				}
 			}
+			for _, v := range o.downgraded {
+				if vr := byName[v]; vr != nil && !vr.downgraded {
+					vr.downgraded = true
+					res.Downgrades++
+				}
+			}
 			if err != nil {
 				r.invalid = err.Error()
-				pending = slices.Delete(pending, i, i+1)
+				dequeue(i)
 				continue
 			}
-			if !ok {
+			if !o.ok {
 				failed[key] = true
+				r.refused(now, r.job.Priority >= 0 && p.headroom(r.job.VC) >= r.job.GPUs(), anyDown)
 				i++
 				continue
 			}
-			pending = slices.Delete(pending, i, i+1)
-			r.started, r.start, r.pods = true, now, pods
+			dequeue(i)
+			r.started, r.start, r.pods = true, now, o.pods
+			if n := len(r.blocks); n > 0 {
+				r.blocks[n-1].to = now
+			}
 			byName[r.name] = r
-			for _, pa := range pods {
+			for _, pa := range o.pods {
 				used[pa.node] += pa.leaves
 				usedGPUs += int64(pa.leaves)
+				if onNode[pa.node] == nil {
+					onNode[pa.node] = map[*run]bool{}
+				}
+				onNode[pa.node][r] = true
 			}
-			heap.Push(h, event{at: now + r.job.Duration, finish: true, r: r, gen: r.gen})
+			heap.Push(h, event{at: now + r.job.Duration, kind: evFinish, r: r, gen: r.gen})
 		}
 	}
-	sample(horizon)
+	sample(now)
 	for _, r := range pending {
 		if r.invalid == "" {
 			r.invalid = "never started"

@@ -14,6 +14,12 @@ import (
 type cellPlacer struct {
 	k   *cellcore.Core
 	cfg cellcore.Config
+	// quota is each VC's leaf cells; guar what its guaranteed (not
+	// downgraded) runs hold, by run name in held: for headroom only, the
+	// core decides.
+	quota map[string]int64
+	guar  map[string]int64
+	held  map[string]*run
 }
 
 func newCellPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (*cellPlacer, error) {
@@ -21,8 +27,15 @@ func newCellPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (*cel
 	if err != nil {
 		return nil, err
 	}
-	p := &cellPlacer{k: k, cfg: cfg}
-	for n := range nodeCapacities(cfg) {
+	quota, err := vcQuotas(cfg, vcs)
+	if err != nil {
+		return nil, err
+	}
+	p := &cellPlacer{k: k, cfg: cfg, quota: quota, guar: map[string]int64{}, held: map[string]*run{}}
+	// In the configuration's order: the core's free lists keep the order
+	// nodes became healthy, and a map's order would make runs with
+	// failures differ from one to the next.
+	for _, n := range nodeOrder(cfg) {
 		if err := k.SetNodeHealth(n, cellcore.NodeHealthy); err != nil {
 			return nil, err
 		}
@@ -37,43 +50,76 @@ func newCellPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (*cel
 
 func (p *cellPlacer) nodes() map[string]int32 { return nodeCapacities(p.cfg) }
 
+func (p *cellPlacer) headroom(vc string) int64 { return p.quota[vc] - p.guar[vc] }
+
+func (p *cellPlacer) setNodeUp(node string, up bool) error {
+	h := cellcore.NodeBad
+	if up {
+		h = cellcore.NodeHealthy
+	}
+	return p.k.SetNodeHealth(node, h)
+}
+
 func podKey(r *run, i int) string { return fmt.Sprintf("%s/%d", r.name, i) }
 
-func (p *cellPlacer) place(r *run) ([]podAt, []string, bool, error) {
+func (p *cellPlacer) place(r *run) (outcome, error) {
 	spec := cellcore.AffinityGroupSpec{Name: r.name, VirtualCluster: r.job.VC, Priority: r.job.Priority, LeafCellType: r.job.LeafType,
-		Members: []cellcore.AffinityGroupMember{{PodNumber: r.job.Pods, LeafCellNumber: r.job.Leaves}}}
+		LazyPreemptionEnable: r.job.Lazy, Members: []cellcore.AffinityGroupMember{{PodNumber: r.job.Pods, LeafCellNumber: r.job.Leaves}}}
+	var o outcome
 	d, err := p.k.Schedule(spec)
 	if err != nil {
-		return nil, nil, false, err
+		return o, err
 	}
-	var victims []string
+	p.downgrade(&o, d.Downgraded)
 	if d.Kind == cellcore.Preempt {
 		for _, v := range d.Victims {
 			if err := p.kill(v); err != nil {
-				return nil, victims, false, err
+				return o, err
 			}
-			victims = append(victims, v)
+			o.victims = append(o.victims, v)
 		}
 		if d, err = p.k.Schedule(spec); err != nil {
-			return nil, victims, false, err
+			return o, err
 		}
+		p.downgrade(&o, d.Downgraded)
 	}
 	if d.Kind != cellcore.Placed {
-		return nil, victims, false, nil
+		return o, nil
 	}
-	pods := make([]podAt, len(d.Pods))
+	o.pods = make([]podAt, len(d.Pods))
 	for i := range d.Pods {
 		pp, err := p.k.AssignPod(r.name, podKey(r, i), r.job.Leaves)
 		if err != nil {
-			return nil, victims, false, err
+			return o, err
 		}
-		pods[i] = podAt{node: pp.Node, leaves: r.job.Leaves}
+		o.pods[i] = podAt{node: pp.Node, leaves: r.job.Leaves}
 	}
-	return pods, victims, true, nil
+	if r.job.Priority >= 0 {
+		p.held[r.name] = r
+		p.guar[r.job.VC] += r.job.GPUs()
+	}
+	o.ok = true
+	return o, nil
+}
+
+// downgrade notes lazily preempted groups: they run on as opportunistic
+// and no longer count against their VC's cells.
+func (p *cellPlacer) downgrade(o *outcome, names []string) {
+	for _, n := range names {
+		if r := p.held[n]; r != nil {
+			delete(p.held, n)
+			p.guar[r.job.VC] -= r.job.GPUs()
+		}
+		o.downgraded = append(o.downgraded, n)
+	}
 }
 
 // kill deletes a victim's pods, as the scheduler's evictor does.
 func (p *cellPlacer) kill(name string) error {
+	if r := p.held[name]; r != nil {
+		delete(p.held, name)
+		p.guar[r.job.VC] -= r.job.GPUs()
+	}
 	st, ok := p.k.AffinityGroupStatus(name)
 	if !ok {
 		return nil
@@ -107,46 +153,72 @@ type quotaPlacer struct {
 	names []string // node order of the configuration
 	cap   map[string]int32
 	free  map[string]int32
+	down  map[string]bool
 	ltype map[string]string
 	quota map[string]int64
 	used  map[string]int64
 }
 
 func newQuotaPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec, fit string) (*quotaPlacer, error) {
-	p := &quotaPlacer{cfg: cfg, fit: fit, cap: nodeCapacities(cfg), free: map[string]int32{}, ltype: nodeLeafTypes(cfg),
-		quota: map[string]int64{}, used: map[string]int64{}}
+	quota, err := vcQuotas(cfg, vcs)
+	if err != nil {
+		return nil, err
+	}
+	p := &quotaPlacer{cfg: cfg, fit: fit, cap: nodeCapacities(cfg), free: map[string]int32{}, down: map[string]bool{}, ltype: nodeLeafTypes(cfg),
+		quota: quota, used: map[string]int64{}}
 	p.names = nodeOrder(cfg)
 	for _, n := range p.names {
 		p.free[n] = p.cap[n]
 	}
+	return p, nil
+}
+
+// vcQuotas is each VC's leaf cells: its virtual cells' and pinned cells'.
+func vcQuotas(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (map[string]int64, error) {
+	quota := map[string]int64{}
 	for _, vc := range vcs {
+		quota[vc.Name] += 0
 		for _, c := range vc.VirtualCells {
 			n, ok := leafCount(cfg, c.CellType)
 			if !ok {
 				return nil, fmt.Errorf("virtual cluster %s: unknown cell type %s", vc.Name, c.CellType)
 			}
-			p.quota[vc.Name] += int64(n) * int64(c.CellNumber)
+			quota[vc.Name] += int64(n) * int64(c.CellNumber)
 		}
 		for _, pc := range vc.PinnedCells {
-			p.quota[vc.Name] += pinnedLeaves(cfg, pc.PinnedCellID)
+			quota[vc.Name] += pinnedLeaves(cfg, pc.PinnedCellID)
 		}
 	}
-	return p, nil
+	return quota, nil
 }
 
 func (p *quotaPlacer) nodes() map[string]int32 { return p.cap }
 
-func (p *quotaPlacer) place(r *run) ([]podAt, []string, bool, error) {
+func (p *quotaPlacer) headroom(vc string) int64 { return p.quota[vc] - p.used[vc] }
+
+// setNodeUp: a failed node takes no pods until it is back (the engine has
+// stopped the runs on it).
+func (p *quotaPlacer) setNodeUp(node string, up bool) error {
+	if up {
+		delete(p.down, node)
+	} else {
+		p.down[node] = true
+	}
+	return nil
+}
+
+func (p *quotaPlacer) place(r *run) (outcome, error) {
 	j := r.job
+	var o outcome
 	q, ok := p.quota[j.VC]
 	if !ok {
-		return nil, nil, false, fmt.Errorf("virtual cluster %q is not defined", j.VC)
+		return o, fmt.Errorf("virtual cluster %q is not defined", j.VC)
 	}
 	if j.GPUs() > q {
-		return nil, nil, false, fmt.Errorf("job %s asks for %d leaf cells, more than virtual cluster %s's quota of %d", j.ID, j.GPUs(), j.VC, q)
+		return o, fmt.Errorf("job %s asks for %d leaf cells, more than virtual cluster %s's quota of %d", j.ID, j.GPUs(), j.VC, q)
 	}
 	if p.used[j.VC]+j.GPUs() > q {
-		return nil, nil, false, nil
+		return o, nil
 	}
 	pods := make([]podAt, 0, j.Pods)
 	undo := func() {
@@ -158,7 +230,7 @@ func (p *quotaPlacer) place(r *run) ([]podAt, []string, bool, error) {
 		best := ""
 		for _, n := range p.names {
 			f := p.free[n]
-			if f < j.Leaves || (j.LeafType != "" && p.ltype[n] != j.LeafType) {
+			if f < j.Leaves || (j.LeafType != "" && p.ltype[n] != j.LeafType) || p.down[n] {
 				continue
 			}
 			if best == "" {
@@ -174,13 +246,14 @@ func (p *quotaPlacer) place(r *run) ([]podAt, []string, bool, error) {
 		}
 		if best == "" {
 			undo()
-			return nil, nil, false, nil
+			return o, nil
 		}
 		p.free[best] -= j.Leaves
 		pods = append(pods, podAt{node: best, leaves: j.Leaves})
 	}
 	p.used[j.VC] += j.GPUs()
-	return pods, nil, true, nil
+	o.pods, o.ok = pods, true
+	return o, nil
 }
 
 func (p *quotaPlacer) finish(r *run) {

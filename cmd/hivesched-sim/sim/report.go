@@ -7,27 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 )
-
-func percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return math.NaN()
-	}
-	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	return sorted[max(i, 0)]
-}
-
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	var s float64
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
 
 func minutes(s float64) string {
 	if math.IsNaN(s) {
@@ -36,44 +16,11 @@ func minutes(s float64) string {
 	return fmt.Sprintf("%.1f", s/60)
 }
 
-// vcStats is one policy's figures for one VC ("" all).
-type vcStats struct {
-	jobs, started, preempted, anomalies int
-	mean, p50, p95, p99, jct            float64
-}
-
-func (rep *Report) stats(res *Result, vc string) vcStats {
-	d := delays(res, vc)
-	s := vcStats{started: len(d), mean: mean(d), p50: percentile(d, 50), p95: percentile(d, 95), p99: percentile(d, 99)}
-	var jct []float64
-	for _, r := range res.Runs {
-		if vc != "" && r.job.VC != vc {
-			continue
-		}
-		s.jobs++
-		s.preempted += r.preempts
-		if r.started {
-			jct = append(jct, r.start+r.job.Duration-r.job.Submit)
-		}
+func pct(f float64) string {
+	if math.IsNaN(f) {
+		return "-"
 	}
-	s.jct = mean(jct)
-	if res.Policy != "private" {
-		s.anomalies = rep.anomalies(res, vc)
-	}
-	return s
-}
-
-func utilization(res *Result) (util, frag float64) {
-	if len(res.Used) == 0 || res.TotalGPUs == 0 {
-		return math.NaN(), math.NaN()
-	}
-	var u, f float64
-	for i := range res.Used {
-		u += float64(res.Used[i])
-		f += float64(res.Fragmented[i])
-	}
-	n := float64(len(res.Used)) * float64(res.TotalGPUs)
-	return u / n, f / n
+	return fmt.Sprintf("%.1f%%", 100*f)
 }
 
 // WriteReport writes report.md and the plots into dir.
@@ -106,6 +53,14 @@ func (rep *Report) vcNames() []string {
 	return out
 }
 
+// source is the label every result carries: real or calibrated.
+func (rep *Report) source() string {
+	if rep.In.Source == "" {
+		return "a trace given as it is (its origin is not recorded)"
+	}
+	return rep.In.Source
+}
+
 func (rep *Report) writeMarkdown(w io.Writer) error {
 	in := rep.In
 	var gpus int64
@@ -116,31 +71,59 @@ func (rep *Report) writeMarkdown(w io.Writer) error {
 	if n := len(in.Jobs); n > 0 {
 		horizon = in.Jobs[n-1].Submit
 	}
-	fmt.Fprintf(w, "# hivesched-sim report\n\n")
-	fmt.Fprintf(w, "%d jobs over %.1f days on %d nodes (%d leaf cells); %d virtual clusters. ", len(in.Jobs), horizon/86400, len(nodeCapacities(in.Cluster)), gpus, len(in.VCs))
-	fmt.Fprintf(w, "A job is a **sharing anomaly** when it waits more than %.0f minutes longer than it would on its VC's private cluster (a cluster of exactly the VC's cells); opportunistic jobs have no such promise and are not counted.\n\n", in.Tolerance/60)
-	fmt.Fprintf(w, "## Headline\n\n| policy | sharing anomalies (guaranteed jobs) | GPU utilization | fragmented (free GPUs no waiting pod fits) | preemptions | jobs never started |\n|---|---:|---:|---:|---:|---:|\n")
-	for _, res := range rep.Results {
-		s := rep.stats(res, "")
-		u, fr := utilization(res)
-		fmt.Fprintf(w, "| %s | %d | %.1f%% | %.1f%% | %d | %d |\n", res.Policy, s.anomalies, 100*u, 100*fr, res.Preemptions, s.jobs-s.started)
+	fmt.Fprintf(w, "# hivesched-sim report\n\n**Jobs: %s.**\n\n", rep.source())
+	for _, n := range in.Notes {
+		fmt.Fprintf(w, "- %s\n", n)
 	}
-	fmt.Fprintf(w, "\nUtilization and fragmentation are averaged over samples every %.0f minutes from the first to the last submission.\n\n", in.SampleEvery/60)
-	fmt.Fprintf(w, "## Per virtual cluster\n\nDelays (queuing: submission to the start of the run that finished; a preempted job's lost run counts as waiting) and job completion time (JCT) in minutes.\n\n")
-	fmt.Fprintf(w, "| VC | policy | jobs | started | mean delay | p50 | p95 | p99 | mean JCT | preempted | anomalies |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, vc := range rep.vcNames() {
+	if len(in.Notes) > 0 {
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "%d jobs submitted over %.1f days on %d nodes (%d leaf cells); %d virtual clusters. ", len(in.Jobs), horizon/86400, len(nodeCapacities(in.Cluster)), gpus, len(in.VCs))
+	fmt.Fprintf(w, "A guaranteed job is a **sharing anomaly** when it waits more than %.0f minutes longer than on its VC's private cluster (exactly the VC's cells, nothing shared); opportunistic jobs have no such promise and are not counted. ", in.Tolerance/60)
+	fmt.Fprintf(w, "An anomaly's cause is **lost affinity** when, while it waited beyond its private start, it was refused although its VC had the headroom for its GPUs by count (the GPUs were free, not in its shape); **queue order** when it was refused only while its VC's own jobs held its share; **node failure** when a failure stopped it or it was refused with nodes down (docs/simulator.md).\n\n")
+	if f := in.Failures; f.MTBFHours > 0 {
+		fmt.Fprintf(w, "Node failures: each node fails after an exponential time of mean %.0f hours and is back after an exponential repair of mean %.1f hours (seed %d): %d outages on the shared cluster; the private references have none.\n\n", f.MTBFHours, f.RepairHours, f.Seed, len(rep.Outages))
+	}
+	fmt.Fprintf(w, "## Headline\n\n| policy | anomalies | lost affinity | queue order | node failure | faster than private | utilization to last submission | utilization when busy | preemptions | lazy downgrades | stopped by failures | never started |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, res := range rep.Results {
+		c := rep.compare(res, "")
+		s := rep.stats(res, "")
+		u := utilization(res)
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s | %s | %d | %d | %d | %d |\n", res.Policy, c.anomalies, c.byCause[causeAffinity], c.byCause[causeQueue], c.byCause[causeFailure],
+			c.faster, pct(u.toLastSubmit), pct(u.busy), res.Preemptions, res.Downgrades, res.Interruptions, s.jobs-s.started)
+	}
+	fmt.Fprintf(w, "\n## Utilization\n\nSampled every %.0f minutes. *To last submission*: from time 0 to the last submission (the figure earlier reports gave). *Whole run*: to the last job's end. *When busy*: over the samples where demand (GPUs in use plus those the waiting jobs ask) reached the cluster's size, with the share of time that was. *Weeks*: complete weeks of the submission period, lowest, median and highest. *Fragmented*: free GPUs on nodes where no waiting job's pod fits. *Down*: GPUs on failed nodes.\n\n", in.SampleEvery/60)
+	fmt.Fprintf(w, "| policy | to last submission | whole run | when busy | time busy | weeks: min | median | max | fragmented | down |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	rows := append([]*Result(nil), rep.Results...)
+	for _, res := range rows {
+		u := utilization(res)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", res.Policy, pct(u.toLastSubmit), pct(u.whole), pct(u.busy), pct(u.busyShare),
+			pct(u.weekMin), pct(u.weekMedian), pct(u.weekMax), pct(u.fragmented), pct(u.down))
+	}
+	fmt.Fprintf(w, "\n## Queuing delay and its tail\n\nMinutes, every job (opportunistic ones too): submission to the start of the run that finished (a preempted or interrupted job's lost runs count as waiting). *Late*: waited more than %.0f minutes.\n\n", in.LateAfter/60)
+	fmt.Fprintf(w, "| VC | policy | jobs | started | mean | p50 | p95 | p99 | p99.9 | max | late | mean JCT | preempted | stopped by failures | GPU-h lost |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, vc := range append([]string{""}, rep.vcNames()...) {
 		rows := append([]*Result(nil), rep.Results...)
 		if p := rep.Private[vc]; p != nil {
 			rows = append(rows, p)
 		}
+		name := vc
+		if vc == "" {
+			name = "(all)"
+		}
 		for _, res := range rows {
 			s := rep.stats(res, vc)
-			an := fmt.Sprint(s.anomalies)
-			if res.Policy == "private" {
-				an = "(reference)"
-			}
-			fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %d | %s |\n", vc, res.Policy, s.jobs, s.started,
-				minutes(s.mean), minutes(s.p50), minutes(s.p95), minutes(s.p99), minutes(s.jct), s.preempted, an)
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %d | %s | %d | %d | %.0f |\n", name, res.Policy, s.jobs, s.started,
+				minutes(s.mean), minutes(s.p50), minutes(s.p95), minutes(s.p99), minutes(s.p999), minutes(s.max), s.late, minutes(s.jct), s.preempted, s.interrupted, s.lostGPUh)
+		}
+	}
+	fmt.Fprintf(w, "\n## Against the private reference\n\nGuaranteed jobs only. *Slower* (anomalies) and *faster*: more than the tolerance later or earlier than on the VC's private cluster. *Mean delay*: shared / private, minutes. *Job-hours lost / gained*: summed over the VC's jobs, the waiting each did beyond, or short of, its private delay: what the VC pays for sharing and what it gets from it (borrowing idle GPUs under a quota).\n\n")
+	fmt.Fprintf(w, "| VC | policy | jobs | slower | lost affinity | queue order | node failure | faster | mean delay | job-hours lost | job-hours gained |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, vc := range rep.vcNames() {
+		for _, res := range rep.Results {
+			c := rep.compare(res, vc)
+			fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %.1f / %.1f | %.1f | %.1f |\n", vc, res.Policy, c.jobs, c.anomalies,
+				c.byCause[causeAffinity], c.byCause[causeQueue], c.byCause[causeFailure], c.faster, c.shared, c.private, c.lostH, c.gainedH)
 		}
 	}
 	fmt.Fprintf(w, "\n## Plots\n\n")
@@ -151,125 +134,7 @@ func (rep *Report) writeMarkdown(w io.Writer) error {
 	return nil
 }
 
-// --- plots, SVG by hand ---
-
-type series struct {
-	name string
-	x, y []float64
-}
-
-var seriesColours = []string{"#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000"}
-
-// lineChart draws series; with logX the x axis is log10 (values <= 0 are
-// drawn at the axis' left end).
-func lineChart(title, xlabel, ylabel string, ss []series, logX bool, yMax float64) string {
-	const W, H, L, R, T, B = 720, 420, 70, 170, 40, 50
-	pw, ph := float64(W-L-R), float64(H-T-B)
-	xmin, xmax := math.Inf(1), math.Inf(-1)
-	tx := func(v float64) float64 {
-		if logX {
-			return math.Log10(math.Max(v, 0.1))
-		}
-		return v
-	}
-	for _, s := range ss {
-		for _, v := range s.x {
-			xmin, xmax = math.Min(xmin, tx(v)), math.Max(xmax, tx(v))
-		}
-	}
-	if math.IsInf(xmin, 0) || xmax <= xmin {
-		xmin, xmax = 0, 1
-	}
-	px := func(v float64) float64 { return L + (tx(v)-xmin)/(xmax-xmin)*pw }
-	py := func(v float64) float64 { return T + ph - v/yMax*ph }
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, H)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", W, H)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14">%s</text>`+"\n", L, esc(title))
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="none" stroke="#888"/>`+"\n", L, T, pw, ph)
-	for i := 0; i <= 4; i++ {
-		v := yMax * float64(i) / 4
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%.2g</text><line x1="%d" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", L-6, py(v)+4, v, L, L+pw, py(v), py(v))
-	}
-	if logX {
-		for e := math.Ceil(xmin); e <= xmax; e++ {
-			x := L + (e-xmin)/(xmax-xmin)*pw
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%g</text>`+"\n", x, T+int(ph)+16, math.Pow(10, e))
-		}
-	} else {
-		for i := 0; i <= 4; i++ {
-			v := xmin + (xmax-xmin)*float64(i)/4
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%.3g</text>`+"\n", px(v), T+int(ph)+16, v)
-		}
-	}
-	fmt.Fprintf(&b, `<text x="%.0f" y="%d" text-anchor="middle">%s</text>`+"\n", L+pw/2, H-12, esc(xlabel))
-	fmt.Fprintf(&b, `<text x="16" y="%.0f" transform="rotate(-90 16 %.0f)" text-anchor="middle">%s</text>`+"\n", T+ph/2, T+ph/2, esc(ylabel))
-	for i, s := range ss {
-		col := seriesColours[i%len(seriesColours)]
-		var pts []string
-		for k := range s.x {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(s.x[k]), py(s.y[k])))
-		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s"/>`+"\n", col, strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"/><text x="%d" y="%d">%s</text>`+"\n",
-			W-R+10, W-R+30, T+10+18*i, T+10+18*i, col, W-R+36, T+14+18*i, esc(s.name))
-	}
-	b.WriteString("</svg>\n")
-	return b.String()
-}
-
-func esc(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
-
-// delayCDF: the fraction of vc's jobs (opportunistic ones included) that
-// started within x minutes, per policy and on the private cluster.
-func (rep *Report) delayCDF(vc string) string {
-	var ss []series
-	rows := append([]*Result(nil), rep.Results...)
-	if p := rep.Private[vc]; p != nil {
-		rows = append(rows, p)
-	}
-	for _, res := range rows {
-		d := delays(res, vc)
-		if len(d) == 0 {
-			continue
-		}
-		s := series{name: res.Policy}
-		step := max(1, len(d)/400)
-		for i := 0; i < len(d); i += step {
-			s.x = append(s.x, d[i]/60)
-			s.y = append(s.y, float64(i+1)/float64(len(d)))
-		}
-		s.x = append(s.x, d[len(d)-1]/60)
-		s.y = append(s.y, 1)
-		ss = append(ss, s)
-	}
-	return lineChart("queuing delay of "+vc+"'s jobs (CDF)", "delay, minutes (log; 0 at the left)", "fraction of jobs", ss, true, 1)
-}
-
-// utilizationPlot: GPUs in use over time, per policy, daily means.
-func (rep *Report) utilizationPlot() string {
-	var ss []series
-	for _, res := range rep.Results {
-		per := max(1, int(math.Round(86400/res.SampleEvery)))
-		s := series{name: res.Policy}
-		for i := 0; i < len(res.Used); i += per {
-			var sum float64
-			n := 0
-			for k := i; k < min(i+per, len(res.Used)); k++ {
-				sum += float64(res.Used[k])
-				n++
-			}
-			s.x = append(s.x, float64(i)*res.SampleEvery/86400)
-			s.y = append(s.y, sum/float64(n)/float64(res.TotalGPUs))
-		}
-		ss = append(ss, s)
-	}
-	return lineChart("GPU utilization (daily mean)", "day", "fraction of GPUs in use", ss, false, 1)
-}
-
-// Summary is one line per policy for a terminal.
+// Summary is a few lines per policy for a terminal.
 func (rep *Report) Summary(w io.Writer) {
 	names := slices.Sorted(func(yield func(string) bool) {
 		for k := range rep.Elapsed {
@@ -278,10 +143,14 @@ func (rep *Report) Summary(w io.Writer) {
 			}
 		}
 	})
+	fmt.Fprintf(w, "jobs: %s\n", rep.source())
 	for _, res := range rep.Results {
+		c := rep.compare(res, "")
 		s := rep.stats(res, "")
-		u, _ := utilization(res)
-		fmt.Fprintf(w, "%-16s anomalies %5d  utilization %5.1f%%  mean delay %7s min  preemptions %d\n", res.Policy, s.anomalies, 100*u, minutes(s.mean), res.Preemptions)
+		u := utilization(res)
+		fmt.Fprintf(w, "%-16s anomalies %5d (affinity %d, queue %d, failure %d)  faster %d  utilization %s (busy %s)  mean delay %s min  max %s min  preemptions %d\n",
+			res.Policy, c.anomalies, c.byCause[causeAffinity], c.byCause[causeQueue], c.byCause[causeFailure], c.faster, pct(u.toLastSubmit), pct(u.busy),
+			minutes(s.mean), minutes(s.max), res.Preemptions)
 	}
 	for _, n := range names {
 		fmt.Fprintf(w, "simulated %-16s in %v\n", n, rep.Elapsed[n].Round(1e6))

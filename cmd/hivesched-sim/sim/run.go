@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
@@ -23,6 +22,17 @@ type Input struct {
 	// many seconds longer than on its VC's private cluster.
 	Tolerance   float64
 	SampleEvery float64
+	// LateAfter: the report counts jobs that waited longer than this many
+	// seconds (the tail), beside its percentiles.
+	LateAfter float64
+	// Failures takes nodes of the shared cluster down and up (not the
+	// private references'); zero: none.
+	Failures FailureModel
+	// Source says where the jobs come from, on every result: "real: ..."
+	// for an imported trace, "calibrated, not real: ..." for a generated
+	// one. Notes are what the importer or generator had to change.
+	Source string
+	Notes  []string
 }
 
 // Report is every policy's result and the private reference.
@@ -31,11 +41,22 @@ type Report struct {
 	Results []*Result
 	Private map[string]*Result // per VC
 	Elapsed map[string]time.Duration
+	Outages []outage
+
+	priv map[string]float64 // private delay by job ID, computed once
 }
 
 // Run simulates the trace under each policy and under private clusters.
 func Run(in *Input) (*Report, error) {
 	rep := &Report{In: in, Private: map[string]*Result{}, Elapsed: map[string]time.Duration{}}
+	horizon := 0.0
+	if n := len(in.Jobs); n > 0 {
+		horizon = in.Jobs[n-1].Submit
+	}
+	var err error
+	if rep.Outages, err = in.Failures.outages(nodeOrder(in.Cluster), horizon); err != nil {
+		return nil, err
+	}
 	for _, pol := range in.Policies {
 		var p placer
 		var err error
@@ -51,7 +72,7 @@ func Run(in *Input) (*Report, error) {
 			return nil, fmt.Errorf("policy %s: %w", pol, err)
 		}
 		start := time.Now()
-		res, err := simulate(pol, p, in.Jobs, in.SampleEvery)
+		res, err := simulate(pol, p, in.Jobs, in.SampleEvery, rep.Outages)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +95,7 @@ func Run(in *Input) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("private cluster of %s: %w", vc.Name, err)
 		}
-		res, err := simulate("private", p, jobs, in.SampleEvery)
+		res, err := simulate("private", p, jobs, in.SampleEvery, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -82,51 +103,4 @@ func Run(in *Input) (*Report, error) {
 	}
 	rep.Elapsed["private"] = time.Since(start)
 	return rep, nil
-}
-
-// delays are the queuing delays of the started jobs of vc ("" all), in
-// seconds, sorted.
-func delays(res *Result, vc string) []float64 {
-	var out []float64
-	for _, r := range res.Runs {
-		if r.started && (vc == "" || r.job.VC == vc) {
-			out = append(out, r.start-r.job.Submit)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// privateDelay is a job's delay on its VC's private cluster, by job ID.
-func (rep *Report) privateDelays() map[string]float64 {
-	m := map[string]float64{}
-	for _, res := range rep.Private {
-		for _, r := range res.Runs {
-			if r.started {
-				m[r.job.ID] = r.start - r.job.Submit
-			}
-		}
-	}
-	return m
-}
-
-// anomalies counts vc's jobs ("" all) that waited more than the tolerance
-// longer than on their VC's private cluster (or never started, where they
-// did there). Opportunistic jobs have no private reference and no promise.
-func (rep *Report) anomalies(res *Result, vc string) int {
-	priv := rep.privateDelays()
-	n := 0
-	for _, r := range res.Runs {
-		if r.job.Priority < 0 || (vc != "" && r.job.VC != vc) {
-			continue
-		}
-		pd, ok := priv[r.job.ID]
-		if !ok {
-			continue
-		}
-		if !r.started || r.start-r.job.Submit > pd+rep.In.Tolerance {
-			n++
-		}
-	}
-	return n
 }

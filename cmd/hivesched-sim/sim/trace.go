@@ -26,13 +26,17 @@ type Job struct {
 	Pods     int32
 	Leaves   int32  // per pod
 	LeafType string // "" any
+	// Lazy: when preempted, run on as opportunistic instead of being
+	// stopped (HiveD's lazy preemption; hivesched only).
+	Lazy bool
 }
 
 // GPUs is the job's total leaf cells.
 func (j *Job) GPUs() int64 { return int64(j.Pods) * int64(j.Leaves) }
 
-// CSVHeader is the trace format's header line (docs/simulator.md).
-var CSVHeader = []string{"id", "submit_seconds", "duration_seconds", "virtual_cluster", "priority", "pods", "leaf_cells_per_pod", "leaf_cell_type"}
+// CSVHeader is the trace format's header line (docs/simulator.md). The
+// last column is optional (older traces have 8).
+var CSVHeader = []string{"id", "submit_seconds", "duration_seconds", "virtual_cluster", "priority", "pods", "leaf_cells_per_pod", "leaf_cell_type", "lazy_preemption"}
 
 // ReadCSV reads a trace. Errors name the line and the column.
 func ReadCSV(r io.Reader) ([]Job, error) {
@@ -55,8 +59,8 @@ func ReadCSV(r io.Reader) ([]Job, error) {
 			continue
 		}
 		ln, _ := cr.FieldPos(0)
-		if len(rec) != len(CSVHeader) {
-			return nil, fmt.Errorf("trace line %d: %d fields, want %d (%s)", ln, len(rec), len(CSVHeader), strings.Join(CSVHeader, ","))
+		if len(rec) != len(CSVHeader) && len(rec) != len(CSVHeader)-1 {
+			return nil, fmt.Errorf("trace line %d: %d fields, want %d or %d (%s)", ln, len(rec), len(CSVHeader)-1, len(CSVHeader), strings.Join(CSVHeader, ","))
 		}
 		f := func(i int) string { return strings.TrimSpace(rec[i]) }
 		num := func(i int, min float64) (float64, error) {
@@ -101,6 +105,15 @@ func ReadCSV(r io.Reader) ([]Job, error) {
 			return nil, e
 		}
 		j.Leaves = int32(v)
+		if len(rec) == len(CSVHeader) {
+			switch f(8) {
+			case "", "false", "0":
+			case "true", "1":
+				j.Lazy = true
+			default:
+				return nil, fmt.Errorf("trace line %d: lazy_preemption %q must be true or false", ln, f(8))
+			}
+		}
 		jobs = append(jobs, j)
 	}
 	SortJobs(jobs)
@@ -128,7 +141,7 @@ func WriteCSV(w io.Writer, jobs []Job) error {
 	}
 	for _, j := range jobs {
 		if err := cw.Write([]string{j.ID, strconv.FormatFloat(j.Submit, 'f', -1, 64), strconv.FormatFloat(j.Duration, 'f', -1, 64),
-			j.VC, strconv.Itoa(int(j.Priority)), strconv.Itoa(int(j.Pods)), strconv.Itoa(int(j.Leaves)), j.LeafType}); err != nil {
+			j.VC, strconv.Itoa(int(j.Priority)), strconv.Itoa(int(j.Pods)), strconv.Itoa(int(j.Leaves)), j.LeafType, strconv.FormatBool(j.Lazy)}); err != nil {
 			return err
 		}
 	}
