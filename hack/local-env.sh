@@ -258,7 +258,16 @@ start() {
   # script setsid does not fork (we are no process group leader), so $! is
   # the daemon's own pid. 9>&-: the lock of take_lock must not outlive us.
   setsid "$@" >"$logf" 2>&1 </dev/null 9>&- &
-  printf '%s\n' "$!" >"$(pid_file "$name")"
+  pid=$!
+  printf '%s\n' "$pid" >"$(pid_file "$name")"
+  # Until setsid has exec'd the daemon, /proc shows setsid, which
+  # component_pid takes for a stranger (a loaded machine can take a while):
+  # wait for the exec, or for the process to die.
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ $(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1) == setsid ]] || break
+    sleep 0.05
+  done
   STARTED=1
 }
 
