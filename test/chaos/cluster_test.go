@@ -29,9 +29,10 @@ var replicas = []string{"scheduler", "scheduler-2"}
 const (
 	leaseNamespace = "kube-system"
 	leaseName      = "hivesched"
-	// client-go logs this when the process takes the lease; kube-scheduler
-	// exits when it loses it, so a live process that logged it leads.
-	logAcquired = "successfully acquired lease " + leaseNamespace + "/" + leaseName
+	// client-go (v0.37, structured) logs this when the process takes the
+	// lease; kube-scheduler exits when it loses it, so a live process that
+	// logged it leads.
+	logAcquired = `"Successfully acquired lease" lock="` + leaseNamespace + "/" + leaseName + `"`
 	// The plugin logs this once it has rebuilt its state as the new leader
 	// (plugins/hivesched/leader.go).
 	logRecovered = "leading: allocations recovered"
