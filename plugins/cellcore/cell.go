@@ -59,17 +59,18 @@ type Cell struct {
 	index     int32        // leaves: device index in the node
 	leafCount int32
 
-	freeLeaves    int32 // schedulable leaves in state Free
-	unschedLeaves int32 // leaves that may not receive new placements
-	lostLeaves    int32 // leaves whose capacity is lost (bad, maintenance, retired)
-	oppLeaves     int32 // leaves used by opportunistic AGs
-	guarLeaves    int32 // leaves used by guaranteed AGs or reserved by preemptors
+	freeLeaves        int32 // schedulable leaves in state Free
+	unschedLeaves     int32 // leaves that may not receive new placements
+	lostLeaves        int32 // leaves whose capacity is lost (bad, maintenance, retired)
+	oppLeaves         int32 // leaves used by opportunistic AGs
+	guarLeaves        int32 // leaves used by guaranteed AGs or reserved by preemptors
+	idleUnschedLeaves int32 // leaves no AG holds that may not receive new placements
 
 	pos [numIdx]int32
 	key [numIdx]int32
 
-	markEpoch uint32 // search scratch: leaf taken / node counted in the current search
-	markCount int32  // search scratch at node level: leaves taken in this node
+	markEpoch uint32 // search scratch: leaf taken / cell counted in the current search
+	markCount int32  // search scratch at and below node level: leaves taken below
 
 	dirty bool
 
@@ -84,15 +85,20 @@ func (c *Cell) Level() int { return int(c.level) }
 func (c *Cell) isLeaf() bool { return c.level == 1 }
 
 // contribution of one leaf to its ancestors' counters.
-type leafCounts struct{ free, unsched, lost, opp, guar int32 }
+type leafCounts struct{ free, unsched, lost, opp, guar, idleUnsched int32 }
 
 func (c *Cell) leafContribution() leafCounts {
+	return c.contribution(c.schedulable(), c.lost())
+}
+
+// contribution is leafContribution for a leaf whose schedulable() and
+// lost() are sched and lost (setLeaf changes a leaf's state, never these).
+func (c *Cell) contribution(sched, lost bool) leafCounts {
 	var lc leafCounts
-	sched := c.schedulable()
 	if !sched {
 		lc.unsched = 1
 	}
-	if c.lost() {
+	if lost {
 		lc.lost = 1
 	}
 	if sched && c.state == CellFree {
@@ -107,6 +113,9 @@ func (c *Cell) leafContribution() leafCounts {
 	}
 	if c.reserving != nil && lc.guar == 0 {
 		lc.guar = 1
+	}
+	if !sched && c.using == nil && c.reserving == nil {
+		lc.idleUnsched = 1
 	}
 	return lc
 }

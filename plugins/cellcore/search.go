@@ -1,7 +1,7 @@
 package cellcore
 
 import (
-	"sort"
+	"slices"
 	"sync/atomic"
 )
 
@@ -30,6 +30,7 @@ type search struct {
 	rot int
 	// Spread's scratch lists, reused.
 	spreadBase, spreadScratch spreadAvoid
+	hist                      []int32 // nodesFit's scratch histogram
 }
 
 // rotated is i's rank when a choice among n equally good cells starts at
@@ -48,8 +49,8 @@ func (s *search) reset(g *AffinityGroup) {
 	for i := range g.slots {
 		s.order = append(s.order, i)
 	}
-	sort.SliceStable(s.order, func(a, b int) bool {
-		return g.slots[s.order[a]].leafCellNumber > g.slots[s.order[b]].leafCellNumber
+	slices.SortStableFunc(s.order, func(a, b int) int {
+		return int(g.slots[b].leafCellNumber) - int(g.slots[a].leafCellNumber)
 	})
 	if cap(s.result) < len(g.slots) {
 		s.result = make([][]*Cell, len(g.slots))
@@ -113,19 +114,20 @@ func (s *search) victimCost(g *AffinityGroup) int {
 
 // count is how many leaves below c are takeable now.
 func (s *search) count(c *Cell) int32 {
-	if !s.preempt && !s.freePoolOnly && c.level == c.chain.nodeLeveli8() {
-		// At node level the counter is exact but for this attempt's marks.
-		n := c.freeLeaves
-		if c.level == c.chain.nodeLeveli8() && c.markEpoch == s.epoch {
-			n -= c.markCount
-		}
-		return n
-	}
 	if c.isLeaf() {
 		if s.takeable(c) {
 			return 1
 		}
 		return 0
+	}
+	if !s.preempt && !s.freePoolOnly && c.nodeCell != nil {
+		// At and below node level the counter is exact but for this
+		// attempt's marks, which mark counts in each cell.
+		n := c.freeLeaves
+		if c.markEpoch == s.epoch {
+			n -= c.markCount
+		}
+		return n
 	}
 	var n int32
 	for _, ch := range c.children {
@@ -136,15 +138,17 @@ func (s *search) count(c *Cell) int32 {
 
 func (ch *chain) nodeLeveli8() int8 { return int8(ch.nodeLevel) }
 
+// mark takes leaf c for the pod in slot, and counts it in every cell above
+// it up to its node (count).
 func (s *search) mark(c *Cell, slot int) {
 	c.markEpoch = s.epoch
 	s.result[slot] = append(s.result[slot], c)
-	if nc := c.nodeCell; nc != nil {
-		if nc.markEpoch != s.epoch {
-			nc.markEpoch = s.epoch
-			nc.markCount = 0
+	for x := c.parent; x != nil && x.nodeCell != nil; x = x.parent {
+		if x.markEpoch != s.epoch {
+			x.markEpoch = s.epoch
+			x.markCount = 0
 		}
-		nc.markCount++
+		x.markCount++
 	}
 }
 
@@ -202,6 +206,9 @@ func (s *search) placeIn(c *Cell) bool {
 			}
 		}
 		return true
+	}
+	if !s.freePoolOnly && !s.nodesFit(c) {
+		return false
 	}
 	s.nodes, s.avail = s.nodes[:0], s.avail[:0]
 	s.collectNodes(c)
@@ -445,10 +452,7 @@ func (s *search) consider(b *bestPlan, bind *Cell) {
 		return
 	}
 	b.found, b.cost, b.bind = true, c, bind
-	b.result = make([][]*Cell, len(s.result))
-	for i, pod := range s.result {
-		b.result[i] = append([]*Cell(nil), pod...)
-	}
+	b.result = copyPods(s.result)
 }
 
 // eachLevelCell visits the level-l cells at or below x that could hold need

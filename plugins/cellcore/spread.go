@@ -103,7 +103,7 @@ func (k *Core) placeSpread(g *AffinityGroup) (bestPlan, bool) {
 	}
 	for _, ch := range k.candidateChains(&g.spec, g.vc) {
 		p := k.poolFor(g, ch)
-		if p == nil {
+		if p == nil || k.poolCannotHold(g, p, false) {
 			continue
 		}
 		if s.spread(p, avoid) {
