@@ -7,13 +7,17 @@ import (
 	"time"
 )
 
-// fragmentedCore builds the cluster where the linear worst cases live:
-// every VC filled to all its leaf cells with a mix of gangs (priorities 0
-// to 2), then thinned by deleting groups at random to about 60%, so that
-// free leaves are scattered over partly used cells and nearly every
-// virtual cell stays bound; opportunistic groups fill the unreserved
-// cells and spill into the VCs' idle ones, thinned the same way.
-// Requests then fail to fit in most cells at their first levels.
+// fragmentedCore builds the cluster where the linear worst cases live.
+// Each VC is filled with small gangs (priorities 0 to 2, pods of one to
+// eight leaves): vc-a and vc-b to all their leaf cells, vc-c and vc-d to
+// 85% (some of their virtual cells stay unbound); then groups are deleted
+// at random, about 60% of them, but never the last group on a node, so
+// that free leaves are scattered over partly used nodes, the bound cells
+// stay bound and hardly a node is wholly free. Opportunistic groups fill
+// the unreserved cells and spill into the VCs' idle ones, thinned the same
+// way. A gang of whole nodes then fails in every bound cell at its first
+// levels: in vc-c and vc-d it binds a fresh cell, in vc-a and vc-b it
+// waits.
 func fragmentedCore(b *testing.B, nodes int) *Core {
 	b.Helper()
 	k := newHealthyCore(b, benchConfig(nodes))
@@ -28,7 +32,9 @@ func fragmentedCore(b *testing.B, nodes int) *Core {
 	n := 0
 	fill := func(vc string, opportunistic bool, shapes [][2]int32, target int32) {
 		var used int32
-		for tries := 0; used < target && tries < nodes*8; tries++ {
+		// Until the target, or until the cells are so full that 50
+		// groups in a row find no room.
+		for fails := 0; used < target && fails < 50; {
 			sh := shapes[r.Intn(len(shapes))]
 			n++
 			prio := int32(r.Intn(3))
@@ -44,15 +50,17 @@ func fragmentedCore(b *testing.B, nodes int) *Core {
 				if _, err := k.DeleteAffinityGroup(s.Name); err != nil {
 					b.Fatal(err)
 				}
+				fails++
 				continue
 			}
+			fails = 0
 			bindAll(b, k, d)
 			used += sh[0] * sh[1]
 			names = append(names, s.Name)
 		}
 	}
-	// thin deletes groups at random but keeps, for every pool root, the
-	// group with the fewest leaves in it, so that the VCs' cells stay bound.
+	// thin deletes groups at random but keeps, on every node, the group
+	// with the fewest leaves there.
 	thin := func(keep float64) {
 		type anchor struct {
 			group  string
@@ -60,15 +68,15 @@ func fragmentedCore(b *testing.B, nodes int) *Core {
 		}
 		anchors := map[*Cell]anchor{}
 		for _, name := range names {
-			in := map[*Cell]int{}
+			on := map[*Cell]int{}
 			for _, pod := range k.groups[name].placement {
 				for _, l := range pod {
-					in[l.rootAncestor()]++
+					on[l.nodeCell]++
 				}
 			}
-			for root, n := range in {
-				if a, ok := anchors[root]; !ok || n < a.leaves {
-					anchors[root] = anchor{name, n}
+			for node, n := range on {
+				if a, ok := anchors[node]; !ok || n < a.leaves {
+					anchors[node] = anchor{name, n}
 				}
 			}
 		}
@@ -86,21 +94,17 @@ func fragmentedCore(b *testing.B, nodes int) *Core {
 		}
 		names = kept
 	}
-	// Gangs of whole nodes in the VCs of racks; in the VCs of nodes, pods
-	// smaller than a node, so that each node holds several groups.
-	rackGangs := [][2]int32{{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 8}, {4, 8}, {2, 1}, {4, 2}, {2, 4}, {1, 3}}
-	nodeGangs := [][2]int32{{1, 1}, {1, 2}, {1, 4}, {1, 3}, {2, 1}, {4, 2}, {2, 4}, {2, 2}, {8, 1}}
+	gangs := [][2]int32{{1, 1}, {1, 2}, {1, 3}, {2, 1}, {3, 1}, {2, 2}}
 	var reserved int32
-	for _, v := range vcs {
+	for i, v := range vcs {
 		leaves := vcLeaves(b, k, v)
 		reserved += leaves
-		gangs := rackGangs
-		if v.VirtualCells[0].CellType == "V100-NODE" {
-			gangs = nodeGangs
+		if i >= 2 {
+			leaves = leaves * 85 / 100
 		}
 		fill(v.Name, false, gangs, leaves)
 	}
-	thin(0.4)
+	thin(0.3)
 	names = names[:0]
 	small := [][2]int32{{1, 1}, {1, 2}, {2, 1}, {1, 4}}
 	fill(vcs[0].Name, true, small, int32(nodes*8)-reserved+reserved/20)
@@ -122,11 +126,14 @@ func vcLeaves(b *testing.B, k *Core, v VirtualClusterSpec) int32 {
 }
 
 // BenchmarkFragmented measures decisions in fragmentedCore at 10k nodes,
-// of groups of priority 0 (they may preempt only opportunistic groups).
+// of guaranteed groups of priority 0 (they may preempt only opportunistic
+// groups) and of opportunistic ones.
 //
 //   - place: a group of each shape in turn in every VC where it is placed
-//     (tried when the cluster is built), then deleted. Most cells fail its
-//     shape at the first levels.
+//     (tried when the cluster is built), then deleted. Every bound cell
+//     fails a gang of whole nodes at its first levels.
+//   - opportunistic: an opportunistic group of each shape, then deleted:
+//     the free pool's nodes are all partly used.
 //   - wait: groups that can neither be placed nor preempt (every shape
 //     that waits in each VC), each retried in turn; before each retry a
 //     1x1 group is placed and deleted in the same VC, so that no decision
@@ -138,11 +145,12 @@ func BenchmarkFragmented(b *testing.B) {
 	const nodes = 10000
 	k := fragmentedCore(b, nodes)
 	vcs := []string{"vc-a", "vc-b", "vc-c", "vc-d"}
-	// kinds sorts a group of each shape in each VC by the decision it gets.
-	kinds := func(name string, shapes [][2]int32) (placed, waiting []AffinityGroupSpec) {
+	// kinds sorts a group of each shape and priority in each VC by the
+	// decision it gets.
+	kinds := func(name string, prio int32, shapes [][2]int32) (placed, waiting []AffinityGroupSpec) {
 		for _, vc := range vcs {
 			for _, sh := range shapes {
-				s := ag(fmt.Sprintf("%s-%s-%dx%d", name, vc, sh[0], sh[1]), vc, 0, sh[0], sh[1])
+				s := ag(fmt.Sprintf("%s-%s-%dx%d", name, vc, sh[0], sh[1]), vc, prio, sh[0], sh[1])
 				d, err := k.Schedule(s)
 				if err != nil {
 					b.Fatal(err)
@@ -161,26 +169,35 @@ func BenchmarkFragmented(b *testing.B) {
 		}
 		return placed, waiting
 	}
-	for _, sh := range [][2]int32{{1, 1}, {1, 8}, {4, 8}, {8, 8}} {
-		placed, waiting := kinds("try", [][2]int32{sh})
-		for _, s := range waiting {
-			if _, err := k.DeleteAffinityGroup(s.Name); err != nil {
-				b.Fatal(err)
+	for _, run := range []struct {
+		name   string
+		prio   int32
+		shapes [][2]int32
+	}{
+		{"place", 0, [][2]int32{{1, 1}, {1, 8}, {4, 8}, {8, 8}}},
+		{"opportunistic", OpportunisticPriority, [][2]int32{{1, 1}, {1, 8}, {4, 8}}},
+	} {
+		for _, sh := range run.shapes {
+			placed, waiting := kinds("try", run.prio, [][2]int32{sh})
+			for _, s := range waiting {
+				if _, err := k.DeleteAffinityGroup(s.Name); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		if len(placed) == 0 {
-			continue
-		}
-		b.Run(fmt.Sprintf("nodes=%d/place/shape=%dx%d", nodes, sh[0], sh[1]), func(b *testing.B) {
-			benchPlacements(b, k, func(i int) AffinityGroupSpec {
-				s := placed[i%len(placed)]
-				s.Name = "bench"
-				return s
+			if len(placed) == 0 {
+				continue
+			}
+			b.Run(fmt.Sprintf("nodes=%d/%s/shape=%dx%d", nodes, run.name, sh[0], sh[1]), func(b *testing.B) {
+				benchPlacements(b, k, func(i int) AffinityGroupSpec {
+					s := placed[i%len(placed)]
+					s.Name = "bench"
+					return s
+				})
+				b.ReportMetric(float64(len(placed)), "vcs")
 			})
-			b.ReportMetric(float64(len(placed)), "vcs")
-		})
+		}
 	}
-	_, waiting := kinds("wait", [][2]int32{{1, 8}, {2, 8}, {4, 8}, {8, 8}, {16, 8}, {4, 4}})
+	_, waiting := kinds("wait", 0, [][2]int32{{1, 8}, {2, 8}, {4, 8}, {8, 8}, {16, 8}, {4, 4}})
 	if len(waiting) == 0 {
 		b.Fatal("no group waits in the fragmented cluster")
 	}

@@ -65,6 +65,9 @@ type Cell struct {
 	oppLeaves         int32 // leaves used by opportunistic AGs
 	guarLeaves        int32 // leaves used by guaranteed AGs or reserved by preemptors
 	idleUnschedLeaves int32 // leaves no AG holds that may not receive new placements
+	// splitFree: on a cell above the pool roots (split), the free leaves of
+	// the free-pool roots below it (freePoolFree).
+	splitFree int32
 
 	pos [numIdx]int32
 	key [numIdx]int32
@@ -160,6 +163,18 @@ func (c *Cell) NodeName() string {
 		return ""
 	}
 	return c.node.name
+}
+
+// freePoolFree is how many free leaves below c lie in its chain's free
+// pool: what an opportunistic group's first search may take there.
+func (c *Cell) freePoolFree() int32 {
+	if r := c.rootAncestor(); r != nil {
+		if r.pool.isFree() {
+			return c.freeLeaves
+		}
+		return 0
+	}
+	return c.splitFree
 }
 
 // rootAncestor returns the pool root above or at c, or nil if c is above every

@@ -304,6 +304,18 @@ func (k *Core) checkCell(c *Cell, rootsAbove int, roots map[*pool]map[int]int32,
 			}
 		}
 		if c.pool == nil && rootsAbove == 0 {
+			var want int32
+			for _, ch := range c.children {
+				switch {
+				case ch.pool == nil:
+					want += ch.splitFree
+				case ch.pool.isFree():
+					want += ch.freeLeaves
+				}
+			}
+			if c.splitFree != want {
+				fail("split cell %s: %d free leaves of free-pool roots below it kept, %d recomputed", c.ID(), c.splitFree, want)
+			}
 			all := true
 			for _, ch := range c.children {
 				if ch.pool == nil || !ch.pool.isFree() {

@@ -660,8 +660,9 @@ func (s *search) spanPodIn(b *bucketSet, need int32, slot int) bool {
 }
 
 func (s *search) podInto(x *Cell, need int32, slot int) bool {
-	if x.leafCount-x.unschedLeaves < need || (!s.preempt && freeAt(x, min(int(x.level), x.chain.nodeLevel)) < need) {
-		return false // without preempting, a pod needs a node with need free leaves
+	if x.leafCount-x.unschedLeaves < need || (!s.preempt && freeAt(x, min(int(x.level), x.chain.nodeLevel)) < need) ||
+		(s.freePoolOnly && x.freePoolFree() < need) {
+		return false // without preempting, a pod needs a node with need free leaves (in the free pool, if limited to it)
 	}
 	if x.level <= x.chain.nodeLeveli8() {
 		if s.count(x) < need {

@@ -109,8 +109,11 @@ func (k *Core) applyLeaf(l *Cell, old, now leafCounts) {
 	dv := [2]int32{d.free, d.free + d.opp}
 	moves := dv != [2]int32{}
 	var node, unit [2]int32
-	unitSeen := false
+	unitSeen, aboveFreeRoot := false, false
 	for x := l; x != nil; x = x.parent {
+		if aboveFreeRoot {
+			x.splitFree += d.free
+		}
 		if moves {
 			if !unitSeen && (x.pool != nil || x.level == nodeLevel) {
 				unit, unitSeen = unitValues(x), true
@@ -135,6 +138,7 @@ func (k *Core) applyLeaf(l *Cell, old, now leafCounts) {
 		x.guarLeaves += d.guar
 		x.idleUnschedLeaves += d.idleUnsched
 		if p := x.pool; p != nil {
+			aboveFreeRoot = p.isFree()
 			p.sums.free += d.free
 			p.sums.opp += d.opp
 			p.sums.idleUnsched += d.idleUnsched

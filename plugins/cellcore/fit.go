@@ -62,7 +62,8 @@ func unitsCannotHold(g *AffinityGroup, hist []int32, total int32) bool {
 }
 
 // nodesFit is placeIn's answer for a cell c above node level when it counts
-// free leaves only (not preempting, not limited to the free pool): each pod
+// free leaves only (not preempting; limited to the free pool, only for a
+// cell in it, where its leaves are all the pool's): each pod
 // in turn, largest first, on the node with the fewest free leaves that hold
 // it. Which of the nodes with as many free leaves it takes does not change
 // what is left, so replaying the choice on c's histogram of nodes by free
@@ -84,6 +85,12 @@ func (s *search) nodesFit(c *Cell) bool {
 		h[int32(f)-need]++
 	}
 	return true
+}
+
+// inFreePool: c lies in a root of its chain's free pool.
+func inFreePool(c *Cell) bool {
+	r := c.rootAncestor()
+	return r != nil && r.pool.isFree()
 }
 
 // prioCounts counts groups by priority (-1 to MaxPriority), with a bitmap

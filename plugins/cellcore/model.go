@@ -423,12 +423,19 @@ func (k *Core) addFreeRoot(c *Cell) {
 	ch := c.chain
 	ch.freePool.attach(c)
 	ch.freeList[c.level].add(c, ch.penalty(c))
+	for x := c.parent; x != nil; x = x.parent {
+		x.splitFree += c.freeLeaves
+	}
 }
 
 func (k *Core) removeFreeRoot(c *Cell) {
 	ch := c.chain
 	ch.freePool.detach(c)
 	ch.freeList[c.level].remove(c)
+	for x := c.parent; x != nil; x = x.parent {
+		x.splitFree -= c.freeLeaves
+	}
+	c.splitFree = 0 // split next, its children's roots count again
 }
 
 // freeAncestor returns the free-list cell at or above c, or nil.
@@ -449,6 +456,7 @@ func (k *Core) splitTo(target *Cell) error {
 	}
 	k.removeFreeRoot(f)
 	for x := f; x != target; {
+		x.splitFree = 0 // split now: its children's free roots count
 		var next *Cell
 		for _, ch := range x.children {
 			if ch == target || isAncestor(ch, target) {

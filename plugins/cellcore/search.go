@@ -31,6 +31,7 @@ type search struct {
 	// Spread's scratch lists, reused.
 	spreadBase, spreadScratch spreadAvoid
 	hist                      []int32 // nodesFit's scratch histogram
+	maxPod                    int32   // the group's largest pod
 }
 
 // rotated is i's rank when a choice among n equally good cells starts at
@@ -46,8 +47,10 @@ func (s *search) reset(g *AffinityGroup) {
 	s.g = g
 	s.prio = g.priority()
 	s.order = s.order[:0]
-	for i := range g.slots {
+	s.maxPod = 0
+	for i, slot := range g.slots {
 		s.order = append(s.order, i)
+		s.maxPod = max(s.maxPod, slot.leafCellNumber)
 	}
 	slices.SortStableFunc(s.order, func(a, b int) int {
 		return int(g.slots[b].leafCellNumber) - int(g.slots[a].leafCellNumber)
@@ -120,14 +123,33 @@ func (s *search) count(c *Cell) int32 {
 		}
 		return 0
 	}
-	if !s.preempt && !s.freePoolOnly && c.nodeCell != nil {
+	if !s.preempt && c.nodeCell != nil {
 		// At and below node level the counter is exact but for this
-		// attempt's marks, which mark counts in each cell.
+		// attempt's marks, which mark counts in each cell; limited to the
+		// free pool, it is if the cell lies in one root.
+		if s.freePoolOnly {
+			if r := c.rootAncestor(); r == nil {
+				return s.countLeaves(c)
+			} else if !r.pool.isFree() {
+				return 0
+			}
+		}
 		n := c.freeLeaves
 		if c.markEpoch == s.epoch {
 			n -= c.markCount
 		}
 		return n
+	}
+	return s.countLeaves(c)
+}
+
+// countLeaves is count, leaf by leaf.
+func (s *search) countLeaves(c *Cell) int32 {
+	if c.isLeaf() {
+		if s.takeable(c) {
+			return 1
+		}
+		return 0
 	}
 	var n int32
 	for _, ch := range c.children {
@@ -207,7 +229,7 @@ func (s *search) placeIn(c *Cell) bool {
 		}
 		return true
 	}
-	if !s.freePoolOnly && !s.nodesFit(c) {
+	if (!s.freePoolOnly || inFreePool(c)) && !s.nodesFit(c) {
 		return false
 	}
 	s.nodes, s.avail = s.nodes[:0], s.avail[:0]
@@ -336,7 +358,7 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 	}
 	if len(x.children) > 64 {
 		for _, ch := range x.children {
-			if freeAt(ch, l) >= need && s.descend(ch, l, need) {
+			if s.mayHold(ch, l, need) && s.descend(ch, l, need) {
 				return true
 			}
 		}
@@ -347,7 +369,7 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 		best := -1
 		n := len(x.children)
 		for i, ch := range x.children {
-			if tried&(1<<uint(i)) == 0 && freeAt(ch, l) >= need && (best < 0 || ch.freeLeaves < x.children[best].freeLeaves ||
+			if tried&(1<<uint(i)) == 0 && s.mayHold(ch, l, need) && (best < 0 || ch.freeLeaves < x.children[best].freeLeaves ||
 				(ch.freeLeaves == x.children[best].freeLeaves && s.rotated(i, n) < s.rotated(best, n))) {
 				best = i
 			}
@@ -362,6 +384,16 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 	}
 }
 
+// mayHold: may a level-l cell at or below c hold the group's need leaves?
+// Not if none has as many free, nor if no node below c has as many free as
+// its largest pod, nor, limited to the free pool, if fewer lie there: a
+// necessary condition of descend's success, which changes nothing when it
+// fails.
+func (s *search) mayHold(c *Cell, l int, need int32) bool {
+	return freeAt(c, l) >= need && freeAt(c, min(int(c.level), c.chain.nodeLevel)) >= s.maxPod &&
+		(!s.freePoolOnly || c.freePoolFree() >= need)
+}
+
 // inRoots tries the roots of an index (a pool's roots or a chain's top
 // cells), least free first, for a level-l cell that holds the group.
 func (s *search) inRoots(b *bucketSet, l int, need int32) bool {
@@ -373,7 +405,7 @@ func (s *search) inRoots(b *bucketSet, l int, need int32) bool {
 				i = (j + s.rot) % len(bk)
 			}
 			r := bk[i]
-			if int(r.level) >= l && freeAt(r, l) >= need && s.descend(r, l, need) {
+			if int(r.level) >= l && s.mayHold(r, l, need) && s.descend(r, l, need) {
 				return true
 			}
 		}
