@@ -3,7 +3,9 @@ package cellcore
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 )
 
@@ -444,6 +446,10 @@ func (k *Core) checkSums(ch *chain, held map[*AffinityGroup]int32, fail func(str
 				if g.heldIn != lv || g.heldPos != j || !groups[lv.prio][g] {
 					fail("%s: holder %q is misfiled", p.name(), g.spec.Name)
 				}
+			}
+			byName := slices.SortedFunc(maps.Keys(groups[lv.prio]), func(a, b *AffinityGroup) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+			if len(lv.first) > firstKept || !slices.Equal(lv.first, byName[:min(len(lv.first), len(byName))]) {
+				fail("%s: priority %d's first holders by name are not the first %d", p.name(), lv.prio, len(lv.first))
 			}
 		}
 	}

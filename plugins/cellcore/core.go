@@ -26,6 +26,7 @@ type Core struct {
 	epoch            uint32
 	dirty            [][]*Cell // changed cells by level, flushed at the end of each operation
 	unbindCandidates []*Cell
+	unbindingNow     []*Cell            // finish's copy of unbindCandidates, reused
 	remarkNodes      []*node            // nodes whose leaf marks must be placed again (markNodeLeaves)
 	nsUse            map[nsKey]*nsUsage // what each namespace's groups hold of each VC (limits)
 	seqView          sequenceView       // the queue order's inputs, read without the lock
@@ -92,12 +93,14 @@ func (k *Core) finish() {
 			break
 		}
 		list := k.unbindCandidates
-		k.unbindCandidates = nil
+		k.unbindCandidates = k.unbindingNow[:0]
 		for _, r := range list {
 			if r.pool != nil && r.pool.vc != nil && r.pool.pinnedID == "" && r.guarLeaves == 0 && !r.doomed {
 				k.unbindRoot(r)
 			}
 		}
+		clear(list)
+		k.unbindingNow = list[:0]
 	}
 	for _, ch := range k.chainOrder {
 		if ch.needCheck {
@@ -755,13 +758,15 @@ func (k *Core) bindableFreeCell(p *pool, m int) *Cell {
 			if !k.canBind(p, c) {
 				continue
 			}
-			if backedBefore < 0 {
-				backedBefore = 0
-				if k.schedulableBacking(ch, nil, p) {
-					backedBefore = 1
+			if hasDamagedFree(ch) { // else the split does not hurt: see splitHurts
+				if backedBefore < 0 {
+					backedBefore = 0
+					if k.schedulableBacking(ch, nil, p) {
+						backedBefore = 1
+					}
 				}
+				hurts = backedBefore == 1 && !k.schedulableBacking(ch, c, p) // splitHurts, computed once
 			}
-			hurts = backedBefore == 1 && !k.schedulableBacking(ch, c, p) // splitHurts, computed once
 		}
 		if best != nil {
 			if hurts && !bestHurts {
@@ -782,11 +787,27 @@ func (k *Core) bindableFreeCell(p *pool, m int) *Cell {
 // splitHurts: would binding cand, split out of a larger free cell, leave
 // the VCs' unbound cells without wholly schedulable backing that they have
 // now?
+//
+// Callers ask only once canBind(p, cand) holds. Without a damaged free
+// cell in the chain (one with unschedulable leaves), the schedulable
+// backing is the structural count: before the split it is the safety
+// invariant, after it the count canBind made, so the split never hurts.
 func (k *Core) splitHurts(p *pool, cand *Cell) bool {
-	if f := freeAncestor(cand); f == nil || f == cand {
+	if f := freeAncestor(cand); f == nil || f == cand || !hasDamagedFree(p.chain) {
 		return false
 	}
 	return k.schedulableBacking(p.chain, nil, p) && !k.schedulableBacking(p.chain, cand, p)
+}
+
+// hasDamagedFree: a free cell of the chain has unschedulable leaves (its
+// free list keys it above every clean cell: chain.penalty).
+func hasDamagedFree(ch *chain) bool {
+	for l := 1; l <= ch.top; l++ {
+		if ch.freeList[l].next(ch.leafCount[l]+1) >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // schedulableBacking: do the chain's wholly schedulable free cells (and the

@@ -20,12 +20,17 @@ type holderLevel struct {
 	prio   int32
 	leaves int32
 	groups []*AffinityGroup // in no order; a group's heldPos is its index
-	// first: the (up to) three of groups first by name, valid while
-	// firstValid. Recomputed when read after one of them left or a group
-	// that sorts before the third came.
-	first      []*AffinityGroup
-	firstValid bool
+	// first: the groups first by name, in order, as many as it holds (at
+	// most firstKept): a group that sorts before its last comes in, one of
+	// it that leaves goes out, and it is counted again from groups only
+	// when fewer than three are left while groups has more.
+	first []*AffinityGroup
 }
+
+// firstKept bounds holderLevel.first: a reason names three holders, and
+// the rest are spares, so that groups coming and going rarely make the
+// level count its first names again.
+const firstKept = 16
 
 // holderIndex is a pool's holder levels, highest priority first. A level
 // stays when its last group leaves (the priorities in use are few, and a
@@ -98,8 +103,18 @@ func (h *holderIndex) level(prio int32) *holderLevel {
 func (lv *holderLevel) add(g *AffinityGroup) {
 	g.heldIn, g.heldPos = lv, len(lv.groups)
 	lv.groups = append(lv.groups, g)
-	if lv.firstValid && (len(lv.first) < 3 || g.spec.Name < lv.first[len(lv.first)-1].spec.Name) {
-		lv.firstValid = false
+	f := lv.first
+	if len(f) == len(lv.groups)-1 && len(f) < firstKept || len(f) > 0 && g.spec.Name < f[len(f)-1].spec.Name {
+		i := len(f)
+		for i > 0 && g.spec.Name < f[i-1].spec.Name {
+			i--
+		}
+		if len(f) < firstKept {
+			f = append(f, nil)
+		}
+		copy(f[i+1:], f[i:len(f)-1])
+		f[i] = g
+		lv.first = f
 	}
 }
 
@@ -111,35 +126,38 @@ func (lv *holderLevel) remove(g *AffinityGroup) {
 	lv.groups[len(lv.groups)-1] = nil
 	lv.groups = lv.groups[:len(lv.groups)-1]
 	g.heldIn, g.heldPos = nil, 0
-	for _, f := range lv.first {
+	for i, f := range lv.first {
 		if f == g {
-			lv.firstValid = false
+			n := len(lv.first)
+			copy(lv.first[i:], lv.first[i+1:])
+			lv.first[n-1] = nil
+			lv.first = lv.first[:n-1]
+			break
 		}
 	}
 }
 
 // firstByName returns the level's first three groups by name, in order.
 func (lv *holderLevel) firstByName() []*AffinityGroup {
-	if lv.firstValid {
-		return lv.first
+	if len(lv.first) < min(3, len(lv.groups)) {
+		f := lv.first[:0]
+		for _, g := range lv.groups {
+			i := len(f)
+			for i > 0 && g.spec.Name < f[i-1].spec.Name {
+				i--
+			}
+			if i >= firstKept {
+				continue
+			}
+			if len(f) < firstKept {
+				f = append(f, nil)
+			}
+			copy(f[i+1:], f[i:len(f)-1])
+			f[i] = g
+		}
+		lv.first = f
 	}
-	f := lv.first[:0]
-	for _, g := range lv.groups {
-		i := len(f)
-		for i > 0 && g.spec.Name < f[i-1].spec.Name {
-			i--
-		}
-		if i >= 3 {
-			continue
-		}
-		if len(f) < 3 {
-			f = append(f, nil)
-		}
-		copy(f[i+1:], f[i:len(f)-1])
-		f[i] = g
-	}
-	lv.first, lv.firstValid = f, true
-	return f
+	return lv.first[:min(3, len(lv.first))]
 }
 
 // lowestPrio is the lowest priority of a guaranteed group holding leaves in

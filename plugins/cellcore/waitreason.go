@@ -118,9 +118,11 @@ func (k *Core) waitReason(g *AffinityGroup) string {
 			}
 			chHeld += lv.leaves
 			holders += len(lv.groups)
-			for _, h := range lv.firstByName() {
-				if len(names) < 3 {
-					names = append(names, h.spec.Name)
+			if len(names) < 3 { // a level's first names are recounted only when asked for
+				for _, h := range lv.firstByName() {
+					if len(names) < 3 {
+						names = append(names, h.spec.Name)
+					}
 				}
 			}
 		}
