@@ -1,5 +1,10 @@
 package cellcore
 
+import (
+	"slices"
+	"strings"
+)
+
 // A pool's holders: the guaranteed groups that hold leaves under its roots,
 // by priority, with the leaves they hold. A leaf's holder is the group using
 // it, else the one that reserved it (as a waiting group's reason counts
@@ -20,11 +25,15 @@ type holderLevel struct {
 	prio   int32
 	leaves int32
 	groups []*AffinityGroup // in no order; a group's heldPos is its index
-	// first: the groups first by name, in order, as many as it holds (at
-	// most firstKept): a group that sorts before its last comes in, one of
-	// it that leaves goes out, and it is counted again from groups only
-	// when fewer than three are left while groups has more.
+	// first: once a reason asked for the level's names (named), the groups
+	// first by name, in order, as many as it holds (at most firstKept): a
+	// group that sorts before its last comes in, one of it that leaves
+	// goes out, and it is counted again from groups only when fewer than
+	// three are left while groups has more. A reason names the groups of
+	// the highest priorities only, so most levels are never asked and
+	// keep nothing.
 	first []*AffinityGroup
+	named bool
 }
 
 // firstKept bounds holderLevel.first: a reason names three holders, and
@@ -104,11 +113,11 @@ func (lv *holderLevel) add(g *AffinityGroup) {
 	g.heldIn, g.heldPos = lv, len(lv.groups)
 	lv.groups = append(lv.groups, g)
 	f := lv.first
+	if !lv.named {
+		return
+	}
 	if len(f) == len(lv.groups)-1 && len(f) < firstKept || len(f) > 0 && g.spec.Name < f[len(f)-1].spec.Name {
-		i := len(f)
-		for i > 0 && g.spec.Name < f[i-1].spec.Name {
-			i--
-		}
+		i, _ := slices.BinarySearchFunc(f, g.spec.Name, func(x *AffinityGroup, name string) int { return strings.Compare(x.spec.Name, name) })
 		if len(f) < firstKept {
 			f = append(f, nil)
 		}
@@ -139,7 +148,8 @@ func (lv *holderLevel) remove(g *AffinityGroup) {
 
 // firstByName returns the level's first three groups by name, in order.
 func (lv *holderLevel) firstByName() []*AffinityGroup {
-	if len(lv.first) < min(3, len(lv.groups)) {
+	if !lv.named || len(lv.first) < min(3, len(lv.groups)) {
+		lv.named = true
 		f := lv.first[:0]
 		for _, g := range lv.groups {
 			i := len(f)

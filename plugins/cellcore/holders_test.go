@@ -12,7 +12,8 @@ import (
 
 // A holder level names its first three groups by name whatever the order
 // groups come and go in, including when the first ones go one after the
-// other (the spares run out and the level counts them again).
+// other (the spares run out and the level counts them again), and when it
+// is first asked after groups came and went unnamed.
 func TestHolderLevelFirstByName(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	lv := &holderLevel{}
@@ -32,12 +33,15 @@ func TestHolderLevelFirstByName(t *testing.T) {
 			lv.remove(in[i])
 			in = append(in[:i], in[i+1:]...)
 		}
+		require.Len(t, lv.groups, len(in))
+		if step < 1000 {
+			continue // not asked yet: the level keeps no names
+		}
 		want := slices.SortedFunc(slices.Values(in), func(a, b *AffinityGroup) int { return strings.Compare(a.spec.Name, b.spec.Name) })
 		got := lv.firstByName()
 		require.Len(t, got, min(3, len(want)), "step %d", step)
 		for i := range got {
 			require.Equal(t, want[i].spec.Name, got[i].spec.Name, "step %d", step)
 		}
-		require.Len(t, lv.groups, len(in))
 	}
 }

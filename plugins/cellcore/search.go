@@ -358,7 +358,7 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 	}
 	if len(x.children) > 64 {
 		for _, ch := range x.children {
-			if s.mayHold(ch, l, need) && s.descend(ch, l, need) {
+			if freeAt(ch, l) >= need && s.mayHold(ch, l, need) && s.descend(ch, l, need) {
 				return true
 			}
 		}
@@ -369,7 +369,7 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 		best := -1
 		n := len(x.children)
 		for i, ch := range x.children {
-			if tried&(1<<uint(i)) == 0 && s.mayHold(ch, l, need) && (best < 0 || ch.freeLeaves < x.children[best].freeLeaves ||
+			if tried&(1<<uint(i)) == 0 && freeAt(ch, l) >= need && s.mayHold(ch, l, need) && (best < 0 || ch.freeLeaves < x.children[best].freeLeaves ||
 				(ch.freeLeaves == x.children[best].freeLeaves && s.rotated(i, n) < s.rotated(best, n))) {
 				best = i
 			}
@@ -385,13 +385,18 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 }
 
 // mayHold: may a level-l cell at or below c hold the group's need leaves?
-// Not if none has as many free, nor if no node below c has as many free as
-// its largest pod, nor, limited to the free pool, if fewer lie there: a
+// Not if none has as many free (the callers check that first, inline: it
+// is what turns most cells away), nor if no node below c has as many free
+// as its largest pod, nor, limited to the free pool, if fewer lie there: a
 // necessary condition of descend's success, which changes nothing when it
 // fails.
 func (s *search) mayHold(c *Cell, l int, need int32) bool {
-	return freeAt(c, l) >= need && freeAt(c, min(int(c.level), c.chain.nodeLevel)) >= s.maxPod &&
-		(!s.freePoolOnly || c.freePoolFree() >= need)
+	// At or below node level, need free leaves in one cell hold the
+	// largest pod too.
+	if nl := c.chain.nodeLevel; l > nl && c.maxFree[nl-1] < s.maxPod {
+		return false
+	}
+	return !s.freePoolOnly || c.freePoolFree() >= need
 }
 
 // inRoots tries the roots of an index (a pool's roots or a chain's top
@@ -405,7 +410,7 @@ func (s *search) inRoots(b *bucketSet, l int, need int32) bool {
 				i = (j + s.rot) % len(bk)
 			}
 			r := bk[i]
-			if int(r.level) >= l && s.mayHold(r, l, need) && s.descend(r, l, need) {
+			if int(r.level) >= l && freeAt(r, l) >= need && s.mayHold(r, l, need) && s.descend(r, l, need) {
 				return true
 			}
 		}
