@@ -12,7 +12,7 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
            -X k8s.io/component-base/version.gitCommit=$(COMMIT) \
            -X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
-.PHONY: all build test vet unit integration verify generate soak bench-core fuzz clean demo e2e sim sim-speed sim-trace sim-paper chaos
+.PHONY: all build test vet unit integration verify generate soak bench-core bench-core-compare core-decisions-compare fuzz clean demo e2e sim sim-speed sim-trace sim-paper chaos
 
 all: build
 
@@ -125,6 +125,18 @@ sim-speed:
 bench-core:
 	@mkdir -p $(OUT)
 	$(GO) test -run '^$$' -bench . -benchmem -count 3 ./plugins/cellcore/ | tee $(OUT)/bench-core.txt
+
+## bench-core-compare: the cell core's benchmarks at commit BASE against the working tree's, the two test
+## binaries run alternately ROUNDS times (6) on this machine and compared by benchstat (ratios with confidence
+## intervals and p-values); BENCH, BENCHTIME narrow it (hack/bench-core-compare.sh; output in _output/bench-compare)
+bench-core-compare:
+	BASE=$(BASE) bash hack/bench-core-compare.sh
+
+## core-decisions-compare: the randomized model test at commit BASE and in the working tree, each logging a
+## digest of the core's state after every step: equal digests, the same decisions (MODEL_OPS, default 100000;
+## hack/core-decisions-compare.sh)
+core-decisions-compare:
+	BASE=$(BASE) bash hack/core-decisions-compare.sh
 
 ## fuzz: the fuzz targets (config, group requests, recovery, both pod-spec parsers, the placement decoder), FUZZTIME each
 FUZZTIME ?= 30s

@@ -84,7 +84,7 @@ func halfFullCore(b *testing.B, nodes int) *Core {
 // so the cluster stays half full. ns/op and allocs/op cover both; the
 // p50-ns and p99-ns metrics are the placement (Schedule) alone.
 func BenchmarkScheduleAffinityGroup(b *testing.B) {
-	for _, nodes := range []int{1000, 10000} {
+	for _, nodes := range []int{1000, 10000, 50000} {
 		k := halfFullCore(b, nodes)
 		vcs := []string{"vc-a", "vc-b", "vc-c", "vc-d"}
 		for _, sh := range [][2]int32{{1, 1}, {1, 8}, {4, 8}, {8, 8}} {
@@ -133,7 +133,7 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 // as a restarted scheduler must before it can schedule. bytes/cell is the
 // heap the model holds per physical cell (all levels).
 func BenchmarkBuildCluster(b *testing.B) {
-	for _, nodes := range []int{1000, 10000} {
+	for _, nodes := range []int{1000, 10000, 50000} {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			cfg := benchConfig(nodes)
 			names := make([]string, 0, nodes)
@@ -175,13 +175,24 @@ func BenchmarkBuildCluster(b *testing.B) {
 // BenchmarkPreemptAffinityGroup measures the preemption search: every rack
 // of one VC is full of priority-1 gangs of 4 x 8 GPUs (two a rack), and a
 // priority-100 gang of 4 x 8 GPUs must preempt one (AG e1); deleting it
-// cancels the preemption (x2) so the cluster stays full. floor=on is the
-// search as it runs, floor=off the full scan it replaced, side by side.
+// cancels the preemption (x2) so the cluster stays full.
 func BenchmarkPreemptAffinityGroup(b *testing.B) {
+	benchPreemption(b, []int{1000, 10000, 50000}, false)
+}
+
+// BenchmarkPreemptFullScan is BenchmarkPreemptAffinityGroup without the
+// search's early stop (preemptFloor): the full scan it replaced, for
+// scale.
+func BenchmarkPreemptFullScan(b *testing.B) {
+	benchPreemption(b, []int{1000, 10000}, true)
+}
+
+func benchPreemption(b *testing.B, sizes []int, floorOff bool) {
 	verify := verifyPreemptFloor
 	verifyPreemptFloor = false // TestMain's cross-check would run the full scan too
+	preemptFloorOff = floorOff
 	defer func() { verifyPreemptFloor, preemptFloorOff = verify, false }()
-	for _, nodes := range []int{1000, 10000} {
+	for _, nodes := range sizes {
 		k := newHealthyCore(b, benchConfig(nodes))
 		if _, err := k.SetVirtualCluster(vcSpec("vc", "V100-RACK", nodes/8)); err != nil {
 			b.Fatal(err)
@@ -193,73 +204,23 @@ func BenchmarkPreemptAffinityGroup(b *testing.B) {
 			}
 			bindAll(b, k, d)
 		}
-		for _, off := range []bool{false, true} {
-			name := map[bool]string{false: "on", true: "off"}[off]
-			b.Run(fmt.Sprintf("nodes=%d/floor=%s", nodes, name), func(b *testing.B) {
-				preemptFloorOff = off
-				lat := make([]time.Duration, 0, b.N)
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					t0 := time.Now()
-					d, err := k.Schedule(ag("high", "vc", 100, 4, 8))
-					lat = append(lat, time.Since(t0))
-					if err != nil || d.Kind != Preempt || len(d.Victims) != 1 {
-						b.Fatalf("want a preemption of one gang: %v %+v", err, d)
-					}
-					if _, err := k.DeleteAffinityGroup("high"); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				reportLatency(b, lat)
-			})
-		}
-	}
-}
-
-// BenchmarkSchedulePolicies: one placement decision per VC selector and
-// sequencer at 10k nodes, half full, every VC set to the policy (Pack and
-// PriorityFIFO are the baseline: the same as BenchmarkScheduleAffinityGroup);
-// groups carry a namespace, and the Limits run gives it limits it stays
-// under. p50-ns is the placement alone. SequenceKey measures the queue key.
-func BenchmarkSchedulePolicies(b *testing.B) {
-	const nodes = 10000
-	k := halfFullCore(b, nodes)
-	base := benchVCs(nodes)
-	limit := int32(1 << 20)
-	for _, pol := range []struct {
-		name string
-		set  func(*VirtualClusterSpec)
-	}{
-		{"Pack", func(*VirtualClusterSpec) {}},
-		{"Spread", func(s *VirtualClusterSpec) { s.Selector = SelectorSpread }},
-		{"RoundRobin", func(s *VirtualClusterSpec) { s.Selector = SelectorRoundRobin }},
-		{"PriorityLIFO", func(s *VirtualClusterSpec) { s.Sequencer = SequencerPriorityLIFO }},
-		{"DRF", func(s *VirtualClusterSpec) { s.Sequencer = SequencerDRF }},
-		{"Limits", func(s *VirtualClusterSpec) {
-			s.Limits = map[string]NamespaceLimits{AllNamespaces: {MaxLeafCells: &limit, MaxRunningGroups: &limit, MaxPriority: ptrTo(int32(1000))}}
-		}},
-	} {
-		for _, v := range base {
-			v.Sequencer, v.Selector, v.Limits = "", "", nil
-			pol.set(&v)
-			if _, err := k.SetVirtualCluster(v); err != nil {
-				b.Fatal(err)
-			}
-		}
-		for _, sh := range [][2]int32{{1, 1}, {2, 1}, {1, 8}, {4, 8}} {
-			b.Run(fmt.Sprintf("policy=%s/shape=%dx%d", pol.name, sh[0], sh[1]), func(b *testing.B) {
-				benchPlacements(b, k, func(i int) AffinityGroupSpec { return nsAG("bench", base[i%len(base)].Name, "ns", 3, sh[0], sh[1]) })
-			})
-		}
-		b.Run(fmt.Sprintf("policy=%s/SequenceKey", pol.name), func(b *testing.B) {
-			t0 := time.Unix(1000, 0)
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			b.ReportAllocs()
+			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				_ = k.SequenceKeyOf(base[i%len(base)].Name, "ns", 3, t0)
+				t0 := time.Now()
+				d, err := k.Schedule(ag("high", "vc", 100, 4, 8))
+				lat = append(lat, time.Since(t0))
+				if err != nil || d.Kind != Preempt || len(d.Victims) != 1 {
+					b.Fatalf("want a preemption of one gang: %v %+v", err, d)
+				}
+				if _, err := k.DeleteAffinityGroup("high"); err != nil {
+					b.Fatal(err)
+				}
 			}
+			b.StopTimer()
+			reportLatency(b, lat)
 		})
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -59,17 +59,21 @@ type Cell struct {
 	index     int32        // leaves: device index in the node
 	leafCount int32
 
-	freeLeaves    int32 // schedulable leaves in state Free
-	unschedLeaves int32 // leaves that may not receive new placements
-	lostLeaves    int32 // leaves whose capacity is lost (bad, maintenance, retired)
-	oppLeaves     int32 // leaves used by opportunistic AGs
-	guarLeaves    int32 // leaves used by guaranteed AGs or reserved by preemptors
+	freeLeaves        int32 // schedulable leaves in state Free
+	unschedLeaves     int32 // leaves that may not receive new placements
+	lostLeaves        int32 // leaves whose capacity is lost (bad, maintenance, retired)
+	oppLeaves         int32 // leaves used by opportunistic AGs
+	guarLeaves        int32 // leaves used by guaranteed AGs or reserved by preemptors
+	idleUnschedLeaves int32 // leaves no AG holds that may not receive new placements
+	// splitFree: on a cell above the pool roots (split), the free leaves of
+	// the free-pool roots below it (freePoolFree).
+	splitFree int32
 
 	pos [numIdx]int32
 	key [numIdx]int32
 
-	markEpoch uint32 // search scratch: leaf taken / node counted in the current search
-	markCount int32  // search scratch at node level: leaves taken in this node
+	markEpoch uint32 // search scratch: leaf taken / cell counted in the current search
+	markCount int32  // search scratch at and below node level: leaves taken below
 
 	dirty bool
 
@@ -84,15 +88,20 @@ func (c *Cell) Level() int { return int(c.level) }
 func (c *Cell) isLeaf() bool { return c.level == 1 }
 
 // contribution of one leaf to its ancestors' counters.
-type leafCounts struct{ free, unsched, lost, opp, guar int32 }
+type leafCounts struct{ free, unsched, lost, opp, guar, idleUnsched int32 }
 
 func (c *Cell) leafContribution() leafCounts {
+	return c.contribution(c.schedulable(), c.lost())
+}
+
+// contribution is leafContribution for a leaf whose schedulable() and
+// lost() are sched and lost (setLeaf changes a leaf's state, never these).
+func (c *Cell) contribution(sched, lost bool) leafCounts {
 	var lc leafCounts
-	sched := c.schedulable()
 	if !sched {
 		lc.unsched = 1
 	}
-	if c.lost() {
+	if lost {
 		lc.lost = 1
 	}
 	if sched && c.state == CellFree {
@@ -107,6 +116,9 @@ func (c *Cell) leafContribution() leafCounts {
 	}
 	if c.reserving != nil && lc.guar == 0 {
 		lc.guar = 1
+	}
+	if !sched && c.using == nil && c.reserving == nil {
+		lc.idleUnsched = 1
 	}
 	return lc
 }
@@ -151,6 +163,18 @@ func (c *Cell) NodeName() string {
 		return ""
 	}
 	return c.node.name
+}
+
+// freePoolFree is how many free leaves below c lie in its chain's free
+// pool: what an opportunistic group's first search may take there.
+func (c *Cell) freePoolFree() int32 {
+	if r := c.rootAncestor(); r != nil {
+		if r.pool.isFree() {
+			return c.freeLeaves
+		}
+		return 0
+	}
+	return c.splitFree
 }
 
 // rootAncestor returns the pool root above or at c, or nil if c is above every

@@ -3,6 +3,9 @@ package cellcore
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync/atomic"
 )
 
@@ -113,6 +116,7 @@ func (k *Core) CheckInvariants() error {
 			}
 		}
 	}
+	held := map[*AffinityGroup]int32{} // leaves each guaranteed group holds (heldBy)
 	for _, ch := range k.chainOrder {
 		roots := map[*pool]map[int]int32{}
 		for _, t := range ch.tops {
@@ -137,6 +141,7 @@ func (k *Core) CheckInvariants() error {
 				}
 			}
 		}
+		k.checkSums(ch, held, fail)
 		counts, demand := k.levelCounts(ch, false)
 		for l := 1; l <= ch.top; l++ {
 			if roots[ch.freePool][l] != int32(counts[l]) {
@@ -157,6 +162,23 @@ func (k *Core) CheckInvariants() error {
 					}
 				}
 			}
+		}
+	}
+	var running, preempting prioCounts
+	for _, g := range k.groups {
+		switch g.state {
+		case AGAllocated, AGBeingPreempted:
+			running.add(g.priority(), 1)
+		case AGPreempting:
+			preempting.add(g.priority(), 1)
+		}
+	}
+	if running != k.running || preempting != k.preempting {
+		fail("groups counted by priority differ from a recount")
+	}
+	for _, g := range k.groups {
+		if g.heldLeaves != held[g] || (g.heldLeaves > 0) != (g.heldIn != nil) {
+			fail("group %q: holds %d leaves, recomputed %d", g.spec.Name, g.heldLeaves, held[g])
 		}
 	}
 	return errors.Join(errs...)
@@ -263,6 +285,18 @@ func (k *Core) checkCell(c *Cell, rootsAbove int, roots map[*pool]map[int]int32,
 			lc.lost += x.lost
 			lc.opp += x.opp
 			lc.guar += x.guar
+			lc.idleUnsched += x.idleUnsched
+		}
+		if c.level > c.chain.nodeLeveli8() {
+			free, take := c.nodeHists()
+			wantFree, wantTake := make([]int32, len(free)), make([]int32, len(take))
+			eachAtLevel(c, c.chain.nodeLevel, func(n *Cell) {
+				wantFree[n.freeLeaves]++
+				wantTake[n.freeLeaves+n.oppLeaves]++
+			})
+			if !slices.Equal(free, wantFree) || !slices.Equal(take, wantTake) {
+				fail("cell %s: node histograms %v %v, recomputed %v %v", c.ID(), free, take, wantFree, wantTake)
+			}
 		}
 		for j := 1; j < int(c.level); j++ {
 			var m int32
@@ -272,6 +306,18 @@ func (k *Core) checkCell(c *Cell, rootsAbove int, roots map[*pool]map[int]int32,
 			}
 		}
 		if c.pool == nil && rootsAbove == 0 {
+			var want int32
+			for _, ch := range c.children {
+				switch {
+				case ch.pool == nil:
+					want += ch.splitFree
+				case ch.pool.isFree():
+					want += ch.freeLeaves
+				}
+			}
+			if c.splitFree != want {
+				fail("split cell %s: %d free leaves of free-pool roots below it kept, %d recomputed", c.ID(), c.splitFree, want)
+			}
 			all := true
 			for _, ch := range c.children {
 				if ch.pool == nil || !ch.pool.isFree() {
@@ -283,7 +329,7 @@ func (k *Core) checkCell(c *Cell, rootsAbove int, roots map[*pool]map[int]int32,
 			}
 		}
 	}
-	got := leafCounts{c.freeLeaves, c.unschedLeaves, c.lostLeaves, c.oppLeaves, c.guarLeaves}
+	got := leafCounts{c.freeLeaves, c.unschedLeaves, c.lostLeaves, c.oppLeaves, c.guarLeaves, c.idleUnschedLeaves}
 	if got != lc {
 		fail("cell %s: counters %+v, recomputed %+v", c.ID(), got, lc)
 	}
@@ -337,4 +383,85 @@ func checkNodeMarks(n *node, fail func(string, ...any)) {
 	if busyMarked > 0 && idleUnmarked > 0 {
 		fail("node %s: %d marks on busy leaves while %d idle leaves are unmarked", n.name, busyMarked, idleUnmarked)
 	}
+}
+
+// checkSums recomputes a chain's sums and its pools' sums and holders from
+// their cells, and adds the leaves each guaranteed group holds to held.
+func (k *Core) checkSums(ch *chain, held map[*AffinityGroup]int32, fail func(string, ...any)) {
+	nodeFree := make([]int32, len(ch.nodeFree))
+	var free, lost int32
+	for _, t := range ch.tops {
+		free += t.freeLeaves
+		lost += t.lostLeaves
+		eachAtLevel(t, ch.nodeLevel, func(n *Cell) { nodeFree[n.freeLeaves]++ })
+	}
+	if free != ch.freeLeaves || lost != ch.lostLeaves || !slices.Equal(nodeFree, ch.nodeFree) {
+		fail("chain %s: %d free and %d lost leaves, nodes by free leaves %v kept, recomputed %d, %d and %v", ch.name, ch.freeLeaves, ch.lostLeaves, ch.nodeFree, free, lost, nodeFree)
+	}
+	pools := append(append([]*pool{ch.freePool}, ch.vcPools...), k.pinnedPools(ch)...)
+	for _, p := range pools {
+		want := newPool(ch, nil, "", 0).sums
+		byPrio := map[int32]int32{}
+		groups := map[int32]map[*AffinityGroup]bool{}
+		for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+			for _, r := range p.roots.buckets[key] {
+				want.addRoot(r, 1)
+				r.forEachLeaf(func(l *Cell) {
+					if g := l.heldBy(); g != nil && !g.opportunistic() {
+						held[g]++
+						byPrio[g.priority()]++
+						if groups[g.priority()] == nil {
+							groups[g.priority()] = map[*AffinityGroup]bool{}
+						}
+						groups[g.priority()][g] = true
+						if g.heldIn == nil || !slices.Contains(p.holders.levels, g.heldIn) {
+							fail("group %q holds leaf %s of %s but is not among its holders", g.spec.Name, l.ID(), p.name())
+						}
+					}
+				})
+			}
+		}
+		got := p.sums
+		if got.free != want.free || got.opp != want.opp || got.idleUnsched != want.idleUnsched ||
+			!slices.Equal(got.units[0], want.units[0]) || !slices.Equal(got.units[1], want.units[1]) {
+			fail("%s: sums %+v, recomputed %+v", p.name(), got, want)
+		}
+		levels := 0
+		for _, lv := range p.holders.levels {
+			if len(lv.groups) > 0 {
+				levels++
+			}
+		}
+		if levels != len(byPrio) {
+			fail("%s: %d holder priorities kept, %d recomputed", p.name(), levels, len(byPrio))
+		}
+		for i, lv := range p.holders.levels {
+			if i > 0 && p.holders.levels[i-1].prio <= lv.prio {
+				fail("%s: holder priorities out of order", p.name())
+			}
+			if lv.leaves != byPrio[lv.prio] || len(lv.groups) != len(groups[lv.prio]) {
+				fail("%s: priority %d holds %d leaves of %d groups, recomputed %d of %d", p.name(), lv.prio, lv.leaves, len(lv.groups), byPrio[lv.prio], len(groups[lv.prio]))
+			}
+			for j, g := range lv.groups {
+				if g.heldIn != lv || g.heldPos != j || !groups[lv.prio][g] {
+					fail("%s: holder %q is misfiled", p.name(), g.spec.Name)
+				}
+			}
+			byName := slices.SortedFunc(maps.Keys(groups[lv.prio]), func(a, b *AffinityGroup) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+			if len(lv.first) > firstKept || lv.named && !slices.Equal(lv.first, byName[:min(len(lv.first), len(byName))]) {
+				fail("%s: priority %d's first holders by name are not the first %d", p.name(), lv.prio, len(lv.first))
+			}
+		}
+	}
+}
+
+// pinnedPools are the pools of a chain's pinned cells.
+func (k *Core) pinnedPools(ch *chain) []*pool {
+	var out []*pool
+	for _, c := range k.pinned {
+		if c.chain == ch {
+			out = append(out, c.pool)
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package cellcore
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -25,15 +26,19 @@ type Core struct {
 	epoch            uint32
 	dirty            [][]*Cell // changed cells by level, flushed at the end of each operation
 	unbindCandidates []*Cell
+	unbindingNow     []*Cell            // finish's copy of unbindCandidates, reused
 	remarkNodes      []*node            // nodes whose leaf marks must be placed again (markNodeLeaves)
 	nsUse            map[nsKey]*nsUsage // what each namespace's groups hold of each VC (limits)
 	seqView          sequenceView       // the queue order's inputs, read without the lock
 	marking          bool               // markNodeLeaves is moving marks: do not queue again
 	downgradedNow    []string
 	scratchCounts    []leafCounts
-	scratchLevels    [2][]int64
+	scratchLevels    [2][]int64 // levelCounts' counts and demand
 	srch             search
 	internalErrs     []string
+	// running and preempting count the Allocated and Being preempted, and
+	// the Preempting groups by priority (countGroup): preemptFloor's input.
+	running, preempting prioCounts
 
 	// OnTransition, if set, is called for every AG transition (for tests
 	// and event logs). It runs under the core's lock: it must not call Core.
@@ -88,12 +93,14 @@ func (k *Core) finish() {
 			break
 		}
 		list := k.unbindCandidates
-		k.unbindCandidates = nil
+		k.unbindCandidates = k.unbindingNow[:0]
 		for _, r := range list {
 			if r.pool != nil && r.pool.vc != nil && r.pool.pinnedID == "" && r.guarLeaves == 0 && !r.doomed {
 				k.unbindRoot(r)
 			}
 		}
+		clear(list)
+		k.unbindingNow = list[:0]
 	}
 	for _, ch := range k.chainOrder {
 		if ch.needCheck {
@@ -147,25 +154,36 @@ type PodPlacement struct {
 
 func (k *Core) placedDecision(g *AffinityGroup) Decision {
 	d := Decision{Kind: Placed, Group: g.spec.Name, State: g.state, Pods: make([]PodPlacement, len(g.slots))}
+	var leaves int
+	for _, pod := range g.placement {
+		leaves += len(pod)
+	}
+	buf := make([]int32, leaves) // one array for every pod's indices
 	for i, s := range g.slots {
-		d.Pods[i] = k.podPlacement(g, i, s)
+		d.Pods[i], buf = k.podPlacement(g, i, s, buf)
 	}
 	return d
 }
 
-func (k *Core) podPlacement(g *AffinityGroup, i int, s podSlot) PodPlacement {
+// podPlacement is slot i's placement. Its leaf indices take the first
+// entries of buf (a new array if buf is too short); it returns the rest.
+func (k *Core) podPlacement(g *AffinityGroup, i int, s podSlot, buf []int32) (PodPlacement, []int32) {
 	pp := PodPlacement{PodKey: s.podKey, LeafCellNumber: s.leafCellNumber}
 	if i < len(g.placement) && len(g.placement[i]) > 0 {
 		leaves := g.placement[i]
 		pp.Node = leaves[0].NodeName()
 		pp.LeafCellType = leaves[0].chain.leafType
-		pp.LeafCellIndices = make([]int32, len(leaves))
+		n := len(leaves)
+		if len(buf) < n {
+			buf = make([]int32, n)
+		}
+		pp.LeafCellIndices, buf = buf[:n:n], buf[n:]
 		for j, c := range leaves {
 			pp.LeafCellIndices[j] = c.index
 		}
-		sort.Slice(pp.LeafCellIndices, func(a, b int) bool { return pp.LeafCellIndices[a] < pp.LeafCellIndices[b] })
+		slices.Sort(pp.LeafCellIndices)
 	}
-	return pp
+	return pp, buf
 }
 
 func (k *Core) victimsOf(g *AffinityGroup) []string {
@@ -325,10 +343,22 @@ func (k *Core) schedulePending(g *AffinityGroup) (Decision, error) {
 	return k.waitDecision(g), nil
 }
 
+// copyResult copies the attempt's leaves per pod, all in one array.
 func (s *search) copyResult() [][]*Cell {
-	out := make([][]*Cell, len(s.result))
-	for i, pod := range s.result {
-		out[i] = append([]*Cell(nil), pod...)
+	return copyPods(s.result)
+}
+
+func copyPods(pods [][]*Cell) [][]*Cell {
+	n := 0
+	for _, pod := range pods {
+		n += len(pod)
+	}
+	all := make([]*Cell, n)
+	out := make([][]*Cell, len(pods))
+	for i, pod := range pods {
+		out[i] = all[:len(pod):len(pod)]
+		copy(out[i], pod)
+		all = all[len(pod):]
 	}
 	return out
 }
@@ -370,195 +400,6 @@ func (k *Core) poolFor(g *AffinityGroup, ch *chain) *pool {
 	return g.vc.pools[ch]
 }
 
-func (k *Core) waitDecision(g *AffinityGroup) Decision {
-	return Decision{Kind: Wait, Group: g.spec.Name, State: g.state, Reason: k.waitReason(g)}
-}
-
-// waitReason says why a group waits, in one sentence for its pods' events:
-// what it needs, what holds the cells it may use, and what would free them.
-// It ends without a period (the scheduler's message adds one) and names cell
-// types as the spec does ("V100-NODE"), never as a chain path.
-func (k *Core) waitReason(g *AffinityGroup) string {
-	plural := func(n int32, one, many string) string {
-		if n == 1 {
-			return one
-		}
-		return many
-	}
-	// "a", "a and b", "a, b and c"
-	join := func(parts []string) string {
-		s := ""
-		for i, p := range parts {
-			switch {
-			case i == 0:
-			case i == len(parts)-1:
-				s += " and "
-			default:
-				s += ", "
-			}
-			s += p
-		}
-		return s
-	}
-	opportunistic := g.opportunistic()
-	var chains []*chain
-	if opportunistic {
-		chains = k.candidateChains(&g.spec, nil)
-	} else {
-		chains = k.candidateChains(&g.spec, g.vc)
-	}
-	leaf := g.spec.LeafCellType
-	for _, ch := range chains {
-		if leaf == "" {
-			leaf = ch.leafType
-		} else if leaf != ch.leafType {
-			leaf = "leaf cells"
-		}
-	}
-	if leaf == "" {
-		leaf = "leaf cells"
-	}
-	var shape []string
-	for _, m := range g.spec.Members {
-		shape = append(shape, fmt.Sprintf("%d %s of %d", m.PodNumber, plural(m.PodNumber, "pod", "pods"), m.LeafCellNumber))
-	}
-	need := g.totalLeaves()
-	needs := join(shape) + " " + leaf
-
-	if opportunistic {
-		var free, onNode int32
-		for _, ch := range chains {
-			for _, t := range ch.tops {
-				free += t.freeLeaves
-				onNode = max(onNode, freeAt(t, ch.nodeLevel))
-			}
-		}
-		return fmt.Sprintf("affinity group %q (opportunistic) needs %s on idle cells, and the cluster has %d free healthy %s, at most %d on one node; "+
-			"it binds when other groups finish (an opportunistic group never preempts)", g.spec.Name, needs, free, leaf, onNode)
-	}
-
-	msg := fmt.Sprintf("affinity group %q (priority %d) needs %s in virtual cluster %q", g.spec.Name, g.spec.Priority, needs, g.spec.VirtualCluster)
-	var heldLeaves, lowerLeaves, badLeaves, freeLeaves int32
-	var clauses []string
-	for _, ch := range chains {
-		p := k.poolFor(g, ch)
-		if p == nil {
-			continue
-		}
-		var total, chHeld, chLower, chBad, chFree int32
-		var cells []string
-		if p.pinnedID != "" {
-			total = k.pinned[p.pinnedID].leafCount
-			cells = append(cells, "pinned cell "+p.pinnedID)
-		} else {
-			for l := ch.top; l >= 1; l-- {
-				if p.quota[l] > 0 {
-					total += p.quota[l] * ch.leafCount[l]
-					chFree += p.unbound(l) * ch.leafCount[l] // unbound virtual cells are backed by free cells
-					cells = append(cells, fmt.Sprintf("%d %s", p.quota[l], ch.levelType[l]))
-				}
-			}
-		}
-		held := map[*AffinityGroup]bool{} // groups of equal or higher priority on the cells
-		for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
-			for _, r := range p.roots.buckets[key] {
-				r.forEachLeaf(func(l *Cell) {
-					holder := l.using
-					if holder == nil {
-						holder = l.reserving
-					}
-					switch {
-					case holder != nil && holder != g && holder.priority() >= g.priority():
-						held[holder] = true
-						chHeld++
-					case holder != nil && holder != g:
-						chLower++
-					case !l.schedulable():
-						chBad++
-					case l.state == CellFree:
-						chFree++
-					}
-				})
-			}
-		}
-		var parts []string
-		if chHeld > 0 {
-			holders := make([]*AffinityGroup, 0, len(held))
-			for h := range held {
-				holders = append(holders, h)
-			}
-			sort.Slice(holders, func(i, j int) bool {
-				if holders[i].priority() != holders[j].priority() {
-					return holders[i].priority() > holders[j].priority()
-				}
-				return holders[i].spec.Name < holders[j].spec.Name
-			})
-			var names []string
-			for i, h := range holders {
-				if i == 3 {
-					names = append(names, fmt.Sprintf("%d more", len(holders)-3))
-					break
-				}
-				names = append(names, h.spec.Name)
-			}
-			parts = append(parts, fmt.Sprintf("%d %s used by groups of priority %d or higher (%s)", chHeld, plural(chHeld, "is", "are"), g.spec.Priority, join(names)))
-		}
-		if chLower > 0 {
-			parts = append(parts, fmt.Sprintf("%d by lower priority groups", chLower))
-		}
-		if chBad > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s on unhealthy hardware", chBad, plural(chBad, "is", "are")))
-		}
-		if chFree == 0 {
-			parts = append(parts, "none is free")
-		} else {
-			parts = append(parts, fmt.Sprintf("%d %s free", chFree, plural(chFree, "is", "are")))
-		}
-		clauses = append(clauses, fmt.Sprintf("of its %d %s (%s), %s", total, ch.leafType, join(cells), join(parts)))
-		heldLeaves += chHeld
-		lowerLeaves += chLower
-		badLeaves += chBad
-		freeLeaves += chFree
-	}
-	if len(clauses) == 0 {
-		return msg + fmt.Sprintf(", which has no cells of a type the group may use; it binds only once virtual cluster %q has such cells", g.spec.VirtualCluster)
-	}
-	sep := ": "
-	for _, c := range clauses {
-		msg += sep + c
-		sep = "; "
-	}
-	var maxPod, largest int32
-	for _, m := range g.spec.Members {
-		maxPod = max(maxPod, m.LeafCellNumber)
-	}
-	for _, ch := range chains {
-		if p := k.poolFor(g, ch); p != nil && p.pinnedID != "" {
-			largest = max(largest, k.pinned[p.pinnedID].leafCount)
-		} else if p != nil {
-			for l := 1; l <= ch.top; l++ {
-				if p.quota[l] > 0 {
-					largest = max(largest, ch.leafCount[l])
-				}
-			}
-		}
-	}
-	switch {
-	case largest < maxPod:
-		return msg + fmt.Sprintf("; none of its cells holds a pod of %d (the largest holds %d), so the group never binds there: ask for smaller pods or for larger cells", maxPod, largest)
-	case freeLeaves+lowerLeaves >= need:
-		// Enough leaves, but not where the pods fit together.
-		return msg + "; its pods do not fit together in those cells (each pod needs its leaf cells on one node), so it binds when groups next to the free cells finish"
-	case heldLeaves > 0 && badLeaves > 0:
-		return msg + "; it binds when enough of those groups finish or the unhealthy hardware is back"
-	case heldLeaves > 0:
-		return msg + "; it binds when enough of those groups finish"
-	case badLeaves > 0:
-		return msg + "; it binds when the unhealthy hardware is back"
-	}
-	return msg + "; it binds when cells of the virtual cluster are freed"
-}
-
 // placeGuaranteed is the fast path: no preemption, the VC's bound cells
 // first, then a fresh binding, lowest affinity level first.
 func (k *Core) placeGuaranteed(g *AffinityGroup) (bestPlan, bool) {
@@ -578,7 +419,7 @@ func (k *Core) placeGuaranteed(g *AffinityGroup) (bestPlan, bool) {
 	need := g.totalLeaves()
 	for _, ch := range k.candidateChains(&g.spec, g.vc) {
 		p := k.poolFor(g, ch)
-		if p == nil {
+		if p == nil || k.poolCannotHold(g, p, false) {
 			continue
 		}
 		if l0 := lowestLevel(ch, need); l0 > 0 {
@@ -620,7 +461,7 @@ func (k *Core) placeWithPreemption(g *AffinityGroup) bestPlan {
 	var best bestPlan
 	for _, ch := range k.candidateChains(&g.spec, g.vc) {
 		p := k.poolFor(g, ch)
-		if p == nil {
+		if p == nil || k.poolCannotHold(g, p, true) {
 			continue
 		}
 		if l0 := lowestLevel(ch, need); l0 > 0 {
@@ -695,21 +536,22 @@ func (k *Core) preemptFloor(g *AffinityGroup, p *pool, ch *chain, l int, need in
 	if preemptFloorOff {
 		return preemptCost{}, false
 	}
-	minPrio := int32(math.MaxInt32)
-	for _, o := range k.groups {
-		switch o.state {
-		case AGPreempting:
-			if o.priority() < g.priority() {
-				return preemptCost{}, false // its Reserved leaves are free to take
-			}
-		case AGAllocated, AGBeingPreempted:
-			minPrio = min(minPrio, o.priority())
-		}
+	if lo, ok := k.preempting.lowest(); ok && lo < g.priority() {
+		return preemptCost{}, false // its Reserved leaves are free to take
 	}
+	minPrio := int32(math.MaxInt32)
+	if lo, ok := k.running.lowest(); ok {
+		minPrio = lo
+	}
+	// The most free leaves in one level-l cell: a root holds no more than
+	// its own free leaves, its bucket's key, so the buckets at or below the
+	// best found so far need no visit.
 	var maxFree int32
-	for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+	for key := p.roots.prev(int32(len(p.roots.buckets) - 1)); key > maxFree; key = p.roots.prev(key - 1) {
 		for _, r := range p.roots.buckets[key] {
-			maxFree = max(maxFree, freeAt(r, l))
+			if maxFree = max(maxFree, freeAt(r, l)); maxFree == key {
+				break
+			}
 		}
 	}
 	if p.pinnedID == "" {
@@ -821,8 +663,9 @@ func (s *search) spanPodIn(b *bucketSet, need int32, slot int) bool {
 }
 
 func (s *search) podInto(x *Cell, need int32, slot int) bool {
-	if x.leafCount-x.unschedLeaves < need || (!s.preempt && x.freeLeaves < need) {
-		return false
+	if x.leafCount-x.unschedLeaves < need || (!s.preempt && freeAt(x, min(int(x.level), x.chain.nodeLevel)) < need) ||
+		(s.freePoolOnly && x.freePoolFree() < need) {
+		return false // without preempting, a pod needs a node with need free leaves (in the free pool, if limited to it)
 	}
 	if x.level <= x.chain.nodeLeveli8() {
 		if s.count(x) < need {
@@ -915,13 +758,15 @@ func (k *Core) bindableFreeCell(p *pool, m int) *Cell {
 			if !k.canBind(p, c) {
 				continue
 			}
-			if backedBefore < 0 {
-				backedBefore = 0
-				if k.schedulableBacking(ch, nil, p) {
-					backedBefore = 1
+			if hasDamagedFree(ch) { // else the split does not hurt: see splitHurts
+				if backedBefore < 0 {
+					backedBefore = 0
+					if k.schedulableBacking(ch, nil, p) {
+						backedBefore = 1
+					}
 				}
+				hurts = backedBefore == 1 && !k.schedulableBacking(ch, c, p) // splitHurts, computed once
 			}
-			hurts = backedBefore == 1 && !k.schedulableBacking(ch, c, p) // splitHurts, computed once
 		}
 		if best != nil {
 			if hurts && !bestHurts {
@@ -942,11 +787,27 @@ func (k *Core) bindableFreeCell(p *pool, m int) *Cell {
 // splitHurts: would binding cand, split out of a larger free cell, leave
 // the VCs' unbound cells without wholly schedulable backing that they have
 // now?
+//
+// Callers ask only once canBind(p, cand) holds. Without a damaged free
+// cell in the chain (one with unschedulable leaves), the schedulable
+// backing is the structural count: before the split it is the safety
+// invariant, after it the count canBind made, so the split never hurts.
 func (k *Core) splitHurts(p *pool, cand *Cell) bool {
-	if f := freeAncestor(cand); f == nil || f == cand {
+	if f := freeAncestor(cand); f == nil || f == cand || !hasDamagedFree(p.chain) {
 		return false
 	}
 	return k.schedulableBacking(p.chain, nil, p) && !k.schedulableBacking(p.chain, cand, p)
+}
+
+// hasDamagedFree: a free cell of the chain has unschedulable leaves (its
+// free list keys it above every clean cell: chain.penalty).
+func hasDamagedFree(ch *chain) bool {
+	for l := 1; l <= ch.top; l++ {
+		if ch.freeList[l].next(ch.leafCount[l]+1) >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // schedulableBacking: do the chain's wholly schedulable free cells (and the

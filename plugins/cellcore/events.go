@@ -19,7 +19,9 @@ func (k *Core) setAGState(g *AffinityGroup, ev AGEvent) error {
 	}
 	k.trackUsage(g, g.state, next)
 	k.trackSequence(g, g.state, next)
+	k.countGroup(g, -1)
 	g.state = next
+	k.countGroup(g, 1)
 	k.trace(g, ev)
 	return nil
 }
@@ -27,15 +29,22 @@ func (k *Core) setAGState(g *AffinityGroup, ev AGEvent) error {
 // setLeaf moves a leaf to a new state and association, checked against the
 // cell machine, and propagates the change of its counters.
 func (k *Core) setLeaf(c *Cell, ev CellEvent, using, reserving *AffinityGroup) {
-	if err := cellCheck(c, ev); err != nil {
+	next, err := cellCheck(c, ev)
+	if err != nil {
 		k.internalError("%v", err)
 		return
 	}
-	old := c.leafContribution()
-	c.state = cellTransitions[ev].to
+	sched, lost := c.schedulable(), c.lost()
+	old := c.contribution(sched, lost)
+	before := c.heldBy()
+	c.state = next
 	c.using = using
 	c.reserving = reserving
-	k.updateLeaf(c, old)
+	if h := c.heldBy(); h != before {
+		k.unhold(before)
+		k.hold(h, c)
+	}
+	k.applyLeaf(c, old, c.contribution(sched, lost))
 }
 
 // allocate is AG e0: Pending -> Allocated on cells that are all Free or
@@ -329,7 +338,10 @@ func (k *Core) downgrade(g *AffinityGroup) {
 			}
 		}
 	}
+	k.unholdAll(g)
+	k.countGroup(g, -1)
 	g.downgraded = true
+	k.countGroup(g, 1)
 	for i, c := range leaves {
 		k.updateLeaf(c, olds[i])
 	}

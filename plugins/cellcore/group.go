@@ -67,6 +67,13 @@ type AffinityGroup struct {
 	slots                []podSlot
 	placement            [][]*Cell // per slot: used (Allocated, Being preempted) or reserved (Preempting) leaves
 	livePods             int
+	// heldLeaves: the leaves a guaranteed group holds (heldBy), as its
+	// pool's holders count them; heldIn, heldPos: its place there.
+	heldLeaves int32
+	heldIn     *holderLevel
+	heldPos    int
+	// countedPrio: the priority countGroup counted the group at.
+	countedPrio int32
 }
 
 type podSlot struct {
@@ -214,11 +221,22 @@ func (k *Core) validateShape(s *AffinityGroupSpec) (groupSize, error) {
 	return sz, nil
 }
 
-// candidateChains lists the chains a group may use, in a stable order.
+// candidateChains lists the chains a group may use, in a stable order. The
+// list may be the core's own (a group of any leaf type: every chain, or its
+// VC's): callers only read it.
 func (k *Core) candidateChains(s *AffinityGroupSpec, vc *vcState) []*chain {
 	if s.PinnedCellID != "" {
 		if c := k.pinned[s.PinnedCellID]; c != nil {
 			return []*chain{c.chain}
+		}
+		return nil
+	}
+	if s.LeafCellType == "" {
+		switch {
+		case s.Priority < 0:
+			return k.chainOrder
+		case vc != nil:
+			return vc.chains
 		}
 		return nil
 	}
@@ -247,6 +265,11 @@ func (k *Core) sortedLeafTypes() []string {
 func newGroup(s AffinityGroupSpec, vc *vcState, seq uint64) *AffinityGroup {
 	s.Members = append([]AffinityGroupMember(nil), s.Members...)
 	g := &AffinityGroup{spec: s, vc: vc, seq: seq}
+	pods := 0
+	for _, m := range s.Members {
+		pods += int(m.PodNumber)
+	}
+	g.slots = make([]podSlot, 0, pods)
 	for _, m := range s.Members {
 		for i := int32(0); i < m.PodNumber; i++ {
 			g.slots = append(g.slots, podSlot{leafCellNumber: m.LeafCellNumber})

@@ -94,6 +94,11 @@ func (k *Core) findLeaf(nodeName, leafType string, index int32) (*Cell, error) {
 // cells (doomed) where it does not, and unbinding doomed cells that are no
 // longer needed.
 func (k *Core) rebalanceDoomed(ch *chain) {
+	if ch.lostLeaves == 0 && !hasDoomed(ch) {
+		// No lost leaf to doom a cell with and no doomed cell to undoom:
+		// every step below would find nothing to do.
+		return
+	}
 	// Doomed cells now in real use become ordinary bound cells; unused doomed
 	// cells whose hardware is healthy again go back to the free pool.
 	for _, p := range ch.vcPools {
@@ -128,6 +133,17 @@ func (k *Core) rebalanceDoomed(ch *chain) {
 			}
 		}
 	}
+}
+
+func hasDoomed(ch *chain) bool {
+	for _, p := range ch.vcPools {
+		for _, n := range p.doomed {
+			if n > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func doomedRoots(p *pool) []*Cell {

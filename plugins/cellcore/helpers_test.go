@@ -2,6 +2,8 @@ package cellcore
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,7 +50,9 @@ func newHealthyCore(t testing.TB, cfg Config) *Core {
 	t.Helper()
 	k, err := New(cfg)
 	require.NoError(t, err)
-	for name := range k.nodes {
+	// In name order: the order nodes come up in decides which of equally
+	// good cells a search meets first, and a seed must replay the same.
+	for _, name := range slices.Sorted(maps.Keys(k.nodes)) {
 		require.NoError(t, k.SetNodeHealth(name, NodeHealthy))
 	}
 	return k

@@ -88,6 +88,28 @@ func (b *bucketSet) next(k int32) int32 {
 	}
 }
 
+// prev returns the last non-empty bucket key <= k, or -1.
+func (b *bucketSet) prev(k int32) int32 {
+	if int(k) >= len(b.buckets) {
+		k = int32(len(b.buckets) - 1)
+	}
+	if k < 0 {
+		return -1
+	}
+	w := int(k >> 6)
+	word := b.nonEmpty[w] & (^uint64(0) >> (63 - uint(k)&63))
+	for {
+		if word != 0 {
+			return int32(w<<6 + 63 - bits.LeadingZeros64(word))
+		}
+		w--
+		if w < 0 {
+			return -1
+		}
+		word = b.nonEmpty[w]
+	}
+}
+
 // each visits cells in ascending key order from key k, until fn returns false.
 func (b *bucketSet) each(k int32, fn func(*Cell) bool) bool {
 	for key := b.next(k); key >= 0; key = b.next(key + 1) {

@@ -1216,10 +1216,12 @@ func TestIllegalTransitions(t *testing.T) {
 			for _, s := range []CellState{CellFree, CellUsed, CellReserving, CellReserved} {
 				c := *leaf // a copy: the core's cell is not touched
 				c.state = s
+				var next CellState
 				var err error
-				require.NotPanics(t, func() { err = cellCheck(&c, ev) })
+				require.NotPanics(t, func() { next, err = cellCheck(&c, ev) })
 				if tr, ok := cellLegal[ev]; ok && tr[0] == s {
 					require.NoError(t, err, "cell %s in %s", ev, s)
+					require.Equal(t, tr[1], next, "cell %s in %s", ev, s)
 					continue
 				}
 				var te *TransitionError

@@ -23,6 +23,11 @@ type chain struct {
 	freeList  []*bucketSet // buddy free lists by level, keyed by binding penalty
 	vcPools   []*pool      // VC pools in this chain, by VC name
 	needCheck bool         // health or capacity changed: rebalance doomed cells
+	// freeLeaves: free schedulable leaves of the whole chain; nodeFree[f]:
+	// how many of its nodes have f of them (for an opportunistic group's
+	// reason); lostLeaves: its leaves of lost capacity.
+	freeLeaves, lostLeaves int32
+	nodeFree               []int32
 }
 
 // pool is a set of root cells: the chain's free pool (the buddy free lists), a
@@ -35,6 +40,16 @@ type pool struct {
 	quota    []int32    // VC pools: virtual cells per level
 	bound    []int32    // VC pools: bound roots per level (doomed included)
 	doomed   []int32
+	sums     poolSums    // what its roots hold, summed
+	holders  holderIndex // the guaranteed groups holding its leaves
+}
+
+// newPool makes an empty pool whose roots hold at most maxLeaves leaves.
+func newPool(ch *chain, vc *vcState, pinnedID string, maxLeaves int32) *pool {
+	p := &pool{chain: ch, vc: vc, pinnedID: pinnedID, roots: newBucketSet(idxRoot, maxLeaves)}
+	n := ch.leafCount[ch.nodeLevel] + 1
+	p.sums.units = [2][]int32{make([]int32, n), make([]int32, n)}
+	return p
 }
 
 func (p *pool) isFree() bool { return p == p.chain.freePool }
@@ -149,12 +164,11 @@ func (k *Core) build(cfg Config) error {
 				return fmt.Errorf("pinned cell %q is inside pinned cell %q", other, id)
 			}
 		}
-		p := &pool{chain: c.chain, pinnedID: id, roots: newBucketSet(idxRoot, c.leafCount)}
+		p := newPool(c.chain, nil, id, c.leafCount)
 		if err := k.splitTo(c); err != nil {
 			return err
 		}
-		c.pool = p
-		p.roots.add(c, c.freeLeaves)
+		p.attach(c)
 	}
 	k.flush()
 	return nil
@@ -201,7 +215,8 @@ func newChain(ti *typeInfo, types map[string]*typeInfo) *chain {
 	for l := 1; l < n; l++ {
 		ch.freeList[l] = newBucketSet(idxFree, 2*ch.leafCount[l]+1)
 	}
-	ch.freePool = &pool{chain: ch, roots: newBucketSet(idxRoot, ti.leafCount)}
+	ch.freePool = newPool(ch, nil, "", ti.leafCount)
+	ch.nodeFree = make([]int32, ch.leafCount[ch.nodeLevel]+1)
 	return ch
 }
 
@@ -321,6 +336,7 @@ func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where
 		b.curNode, b.nextDevice = n, 0
 		clear(b.devices)
 		c.nodeCell = c
+		ch.nodeFree[0]++ // nothing is free before the node is seen
 	default:
 		c.nodeCell = parent.nodeCell
 		if ti.isLeaf {
@@ -360,10 +376,16 @@ func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where
 	}
 	// Nothing is schedulable until its node is first seen healthy.
 	c.unschedLeaves = c.leafCount
+	c.idleUnschedLeaves = c.leafCount
 	if ti.isLeaf {
 		return c, nil
 	}
-	c.maxFree = b.newInts(ti.level - 1)
+	// Above node level, the node histograms follow maxFree (nodeHists).
+	n := ti.level - 1
+	if ti.level > ch.nodeLevel {
+		n += 2 * int(ch.leafCount[ch.nodeLevel]+1)
+	}
+	c.maxFree = b.newInts(n)[:ti.level-1]
 	var kids []PhysicalCellSpec
 	if spec != nil {
 		kids = spec.CellChildren
@@ -389,6 +411,9 @@ func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where
 		}
 		c.children[i] = kid
 	}
+	if ti.level > ch.nodeLevel {
+		c.addNodeHists(c.children, 1)
+	}
 	return c, nil
 }
 
@@ -396,16 +421,21 @@ func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where
 
 func (k *Core) addFreeRoot(c *Cell) {
 	ch := c.chain
-	c.pool = ch.freePool
-	ch.freePool.roots.add(c, c.freeLeaves)
+	ch.freePool.attach(c)
 	ch.freeList[c.level].add(c, ch.penalty(c))
+	for x := c.parent; x != nil; x = x.parent {
+		x.splitFree += c.freeLeaves
+	}
 }
 
 func (k *Core) removeFreeRoot(c *Cell) {
 	ch := c.chain
-	ch.freePool.roots.remove(c)
+	ch.freePool.detach(c)
 	ch.freeList[c.level].remove(c)
-	c.pool = nil
+	for x := c.parent; x != nil; x = x.parent {
+		x.splitFree -= c.freeLeaves
+	}
+	c.splitFree = 0 // split next, its children's roots count again
 }
 
 // freeAncestor returns the free-list cell at or above c, or nil.
@@ -426,6 +456,7 @@ func (k *Core) splitTo(target *Cell) error {
 	}
 	k.removeFreeRoot(f)
 	for x := f; x != target; {
+		x.splitFree = 0 // split now: its children's free roots count
 		var next *Cell
 		for _, ch := range x.children {
 			if ch == target || isAncestor(ch, target) {
@@ -460,9 +491,8 @@ func (k *Core) bindRoot(target *Cell, p *pool, doomed bool) error {
 	if err := k.splitTo(target); err != nil {
 		return err
 	}
-	target.pool = p
+	p.attach(target)
 	target.doomed = doomed
-	p.roots.add(target, target.freeLeaves)
 	p.bound[target.level]++
 	if doomed {
 		p.doomed[target.level]++
@@ -475,96 +505,12 @@ func (k *Core) bindRoot(target *Cell, p *pool, doomed bool) error {
 // unbindRoot releases a VC's bound cell back to the free pool.
 func (k *Core) unbindRoot(r *Cell) {
 	p := r.pool
-	p.roots.remove(r)
+	p.detach(r)
 	p.bound[r.level]--
 	if r.doomed {
 		p.doomed[r.level]--
 		r.doomed = false
 	}
-	r.pool = nil
 	k.releaseToFree(r)
 	r.chain.needCheck = true
-}
-
-// --- counters ---
-
-// updateLeaf propagates the change of a leaf's contribution (old -> now) to
-// the leaf and its ancestors. maxFree and index keys are refreshed in flush.
-func (k *Core) updateLeaf(l *Cell, old leafCounts) {
-	now := l.leafContribution()
-	if now == old {
-		return
-	}
-	d := leafCounts{now.free - old.free, now.unsched - old.unsched, now.lost - old.lost, now.opp - old.opp, now.guar - old.guar}
-	if n := l.node; n != nil && !k.marking && n.wantMarks != [numMarks]int32{} {
-		// A group came or went on a node with marked leaves: the marks may
-		// have to move to the leaves that are idle now.
-		k.queueRemark(n)
-	}
-	if d.lost != 0 {
-		l.chain.needCheck = true
-	}
-	for x := l; x != nil; x = x.parent {
-		x.freeLeaves += d.free
-		x.unschedLeaves += d.unsched
-		x.lostLeaves += d.lost
-		x.oppLeaves += d.opp
-		x.guarLeaves += d.guar
-		if !x.dirty {
-			x.dirty = true
-			k.dirty[x.level] = append(k.dirty[x.level], x)
-		}
-		if d.guar < 0 && x.guarLeaves == 0 && x.pool != nil && x.pool.vc != nil && x.pool.pinnedID == "" && !x.doomed {
-			k.unbindCandidates = append(k.unbindCandidates, x)
-		}
-	}
-}
-
-// flush refreshes maxFree and index keys of changed cells, lowest level first.
-func (k *Core) flush() {
-	for l := 1; l < len(k.dirty); l++ {
-		list := k.dirty[l]
-		for i, x := range list {
-			list[i] = nil
-			x.dirty = false
-			if x.level > 1 {
-				for j := range x.maxFree {
-					x.maxFree[j] = 0
-				}
-				for _, c := range x.children {
-					if c.level > 1 {
-						for j, v := range c.maxFree {
-							if v > x.maxFree[j] {
-								x.maxFree[j] = v
-							}
-						}
-					}
-					if f := c.freeLeaves; f > x.maxFree[c.level-1] {
-						x.maxFree[c.level-1] = f
-					}
-				}
-			}
-			if x.pool != nil {
-				x.pool.roots.rekey(x, x.freeLeaves)
-				if x.pool.isFree() {
-					x.chain.freeList[x.level].rekey(x, x.chain.penalty(x))
-				}
-			}
-			if x.parent == nil {
-				x.chain.topIndex.rekey(x, x.freeLeaves)
-			}
-		}
-		k.dirty[l] = list[:0]
-	}
-}
-
-// freeAt is how many free leaves the best level-l cell at or below c has.
-func freeAt(c *Cell, l int) int32 {
-	if int(c.level) == l {
-		return c.freeLeaves
-	}
-	if int(c.level) < l {
-		return 0
-	}
-	return c.maxFree[l-1]
 }

@@ -1,6 +1,7 @@
 package cellcore
 
 import (
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"math/rand"
@@ -12,8 +13,9 @@ import (
 )
 
 var (
-	modelOps  = flag.Int("model.ops", 100000, "operations of the randomized model test (make soak runs 1e6)")
-	modelSeed = flag.Int64("model.seed", 1, "first seed of the randomized model test")
+	modelOps    = flag.Int("model.ops", 100000, "operations of the randomized model test (make soak runs 1e6)")
+	modelSeed   = flag.Int64("model.seed", 1, "first seed of the randomized model test")
+	modelDigest = flag.Bool("model.digest", false, "log a digest of the state after every step of each run: two commits whose runs log the same digests made the same decisions")
 )
 
 // modelRun drives a core with random operations and checks every invariant
@@ -751,10 +753,17 @@ func TestModelRandomized(t *testing.T) {
 			t.Parallel()
 			m := newModelRun(t, seed)
 			m.mild = r >= runs/2
+			digest := sha256.New()
 			for i := 0; i < per; i++ {
 				m.step(i)
+				if *modelDigest {
+					digest.Write([]byte(m.fingerprint()))
+				}
 			}
 			t.Logf("%d operations (mild hardware faults: %v): %v", per, m.mild, m.stats)
+			if *modelDigest {
+				t.Logf("seed %d: digest of the states after every step: %x", seed, digest.Sum(nil))
+			}
 			livenessTotals.add(m)
 		})
 	}

@@ -22,7 +22,8 @@ func (k *Core) AssignPod(group, podKey string, leafCellNumber int32) (PodPlaceme
 	}
 	for i, s := range g.slots {
 		if s.podKey == podKey {
-			return k.podPlacement(g, i, s), nil
+			pp, _ := k.podPlacement(g, i, s, nil)
+			return pp, nil
 		}
 	}
 	empty := -1
@@ -33,7 +34,8 @@ func (k *Core) AssignPod(group, podKey string, leafCellNumber int32) (PodPlaceme
 		if len(g.placement[i]) > 0 {
 			g.slots[i].podKey = podKey
 			g.livePods++
-			return k.podPlacement(g, i, g.slots[i]), nil
+			pp, _ := k.podPlacement(g, i, g.slots[i], nil)
+			return pp, nil
 		}
 		if empty < 0 {
 			empty = i
@@ -45,7 +47,8 @@ func (k *Core) AssignPod(group, podKey string, leafCellNumber int32) (PodPlaceme
 		}
 		g.slots[empty].podKey = podKey
 		g.livePods++
-		return k.podPlacement(g, empty, g.slots[empty]), nil
+		pp, _ := k.podPlacement(g, empty, g.slots[empty], nil)
+		return pp, nil
 	}
 	return PodPlacement{}, fmt.Errorf("affinity group %q has no free slot for a pod of %d leaf cells (its members: %v)", group, leafCellNumber, g.spec.Members)
 }
@@ -167,7 +170,11 @@ func (k *Core) DeleteAffinityGroup(group string) (PodDeletion, error) {
 	if g == nil {
 		return res, nil
 	}
-	var cells []*Cell
+	n := 0
+	for _, pod := range g.placement {
+		n += len(pod)
+	}
+	cells := make([]*Cell, 0, n)
 	for _, pod := range g.placement {
 		cells = append(cells, pod...)
 	}

@@ -1,7 +1,7 @@
 package cellcore
 
 import (
-	"sort"
+	"slices"
 	"sync/atomic"
 )
 
@@ -30,6 +30,8 @@ type search struct {
 	rot int
 	// Spread's scratch lists, reused.
 	spreadBase, spreadScratch spreadAvoid
+	hist                      []int32 // nodesFit's scratch histogram
+	maxPod                    int32   // the group's largest pod
 }
 
 // rotated is i's rank when a choice among n equally good cells starts at
@@ -45,11 +47,13 @@ func (s *search) reset(g *AffinityGroup) {
 	s.g = g
 	s.prio = g.priority()
 	s.order = s.order[:0]
-	for i := range g.slots {
+	s.maxPod = 0
+	for i, slot := range g.slots {
 		s.order = append(s.order, i)
+		s.maxPod = max(s.maxPod, slot.leafCellNumber)
 	}
-	sort.SliceStable(s.order, func(a, b int) bool {
-		return g.slots[s.order[a]].leafCellNumber > g.slots[s.order[b]].leafCellNumber
+	slices.SortStableFunc(s.order, func(a, b int) int {
+		return int(g.slots[b].leafCellNumber) - int(g.slots[a].leafCellNumber)
 	})
 	if cap(s.result) < len(g.slots) {
 		s.result = make([][]*Cell, len(g.slots))
@@ -113,14 +117,34 @@ func (s *search) victimCost(g *AffinityGroup) int {
 
 // count is how many leaves below c are takeable now.
 func (s *search) count(c *Cell) int32 {
-	if !s.preempt && !s.freePoolOnly && c.level == c.chain.nodeLeveli8() {
-		// At node level the counter is exact but for this attempt's marks.
+	if c.isLeaf() {
+		if s.takeable(c) {
+			return 1
+		}
+		return 0
+	}
+	if !s.preempt && c.nodeCell != nil {
+		// At and below node level the counter is exact but for this
+		// attempt's marks, which mark counts in each cell; limited to the
+		// free pool, it is if the cell lies in one root.
+		if s.freePoolOnly {
+			if r := c.rootAncestor(); r == nil {
+				return s.countLeaves(c)
+			} else if !r.pool.isFree() {
+				return 0
+			}
+		}
 		n := c.freeLeaves
-		if c.level == c.chain.nodeLeveli8() && c.markEpoch == s.epoch {
+		if c.markEpoch == s.epoch {
 			n -= c.markCount
 		}
 		return n
 	}
+	return s.countLeaves(c)
+}
+
+// countLeaves is count, leaf by leaf.
+func (s *search) countLeaves(c *Cell) int32 {
 	if c.isLeaf() {
 		if s.takeable(c) {
 			return 1
@@ -136,15 +160,17 @@ func (s *search) count(c *Cell) int32 {
 
 func (ch *chain) nodeLeveli8() int8 { return int8(ch.nodeLevel) }
 
+// mark takes leaf c for the pod in slot, and counts it in every cell above
+// it up to its node (count).
 func (s *search) mark(c *Cell, slot int) {
 	c.markEpoch = s.epoch
 	s.result[slot] = append(s.result[slot], c)
-	if nc := c.nodeCell; nc != nil {
-		if nc.markEpoch != s.epoch {
-			nc.markEpoch = s.epoch
-			nc.markCount = 0
+	for x := c.parent; x != nil && x.nodeCell != nil; x = x.parent {
+		if x.markEpoch != s.epoch {
+			x.markEpoch = s.epoch
+			x.markCount = 0
 		}
-		nc.markCount++
+		x.markCount++
 	}
 }
 
@@ -202,6 +228,9 @@ func (s *search) placeIn(c *Cell) bool {
 			}
 		}
 		return true
+	}
+	if (!s.freePoolOnly || inFreePool(c)) && !s.nodesFit(c) {
+		return false
 	}
 	s.nodes, s.avail = s.nodes[:0], s.avail[:0]
 	s.collectNodes(c)
@@ -329,7 +358,7 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 	}
 	if len(x.children) > 64 {
 		for _, ch := range x.children {
-			if freeAt(ch, l) >= need && s.descend(ch, l, need) {
+			if freeAt(ch, l) >= need && s.mayHold(ch, l, need) && s.descend(ch, l, need) {
 				return true
 			}
 		}
@@ -340,7 +369,7 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 		best := -1
 		n := len(x.children)
 		for i, ch := range x.children {
-			if tried&(1<<uint(i)) == 0 && freeAt(ch, l) >= need && (best < 0 || ch.freeLeaves < x.children[best].freeLeaves ||
+			if tried&(1<<uint(i)) == 0 && freeAt(ch, l) >= need && s.mayHold(ch, l, need) && (best < 0 || ch.freeLeaves < x.children[best].freeLeaves ||
 				(ch.freeLeaves == x.children[best].freeLeaves && s.rotated(i, n) < s.rotated(best, n))) {
 				best = i
 			}
@@ -355,6 +384,21 @@ func (s *search) descend(x *Cell, l int, need int32) bool {
 	}
 }
 
+// mayHold: may a level-l cell at or below c hold the group's need leaves?
+// Not if none has as many free (the callers check that first, inline: it
+// is what turns most cells away), nor if no node below c has as many free
+// as its largest pod, nor, limited to the free pool, if fewer lie there: a
+// necessary condition of descend's success, which changes nothing when it
+// fails.
+func (s *search) mayHold(c *Cell, l int, need int32) bool {
+	// At or below node level, need free leaves in one cell hold the
+	// largest pod too.
+	if nl := c.chain.nodeLevel; l > nl && c.maxFree[nl-1] < s.maxPod {
+		return false
+	}
+	return !s.freePoolOnly || c.freePoolFree() >= need
+}
+
 // inRoots tries the roots of an index (a pool's roots or a chain's top
 // cells), least free first, for a level-l cell that holds the group.
 func (s *search) inRoots(b *bucketSet, l int, need int32) bool {
@@ -366,7 +410,7 @@ func (s *search) inRoots(b *bucketSet, l int, need int32) bool {
 				i = (j + s.rot) % len(bk)
 			}
 			r := bk[i]
-			if int(r.level) >= l && freeAt(r, l) >= need && s.descend(r, l, need) {
+			if int(r.level) >= l && freeAt(r, l) >= need && s.mayHold(r, l, need) && s.descend(r, l, need) {
 				return true
 			}
 		}
@@ -445,10 +489,7 @@ func (s *search) consider(b *bestPlan, bind *Cell) {
 		return
 	}
 	b.found, b.cost, b.bind = true, c, bind
-	b.result = make([][]*Cell, len(s.result))
-	for i, pod := range s.result {
-		b.result[i] = append([]*Cell(nil), pod...)
-	}
+	b.result = copyPods(s.result)
 }
 
 // eachLevelCell visits the level-l cells at or below x that could hold need

@@ -73,6 +73,18 @@ func (a *spreadAvoid) add(leaf *Cell) {
 	}
 }
 
+// usedRack: every node below c is in a rack the spread avoids (c is such a
+// rack, or a cell of one at or below node level).
+func (a *spreadAvoid) usedRack(c *Cell) bool {
+	switch {
+	case c.nodeCell != nil:
+		return contains(a.racks, rackOf(c.nodeCell))
+	case c.level == c.chain.nodeLeveli8()+1:
+		return contains(a.racks, c)
+	}
+	return false
+}
+
 func (a *spreadAvoid) score(x *Cell, free int32) spreadScore {
 	nc := x.nodeCell
 	return spreadScore{nodeUsed: contains(a.nodes, nc), rackUsed: contains(a.racks, rackOf(nc)), free: free}
@@ -103,7 +115,7 @@ func (k *Core) placeSpread(g *AffinityGroup) (bestPlan, bool) {
 	}
 	for _, ch := range k.candidateChains(&g.spec, g.vc) {
 		p := k.poolFor(g, ch)
-		if p == nil {
+		if p == nil || k.poolCannotHold(g, p, false) {
 			continue
 		}
 		if s.spread(p, avoid) {
@@ -174,8 +186,23 @@ func (s *search) spread(p *pool, base spreadAvoid) bool {
 }
 
 // bestSpreadCell finds, among the pool's roots, the node-level (or smaller)
-// cell with need takeable leaves that scores best.
+// cell with need takeable leaves that scores best: the best of the first
+// root (in the buckets' order) that offers an unused node in an unused
+// rack, else the best of all. The first pass looks for that root only,
+// passing over the roots that cannot offer one (a used rack, a node of
+// one) without visiting their nodes; the second, when none does, scores
+// them all.
 func (s *search) bestSpreadCell(b *bucketSet, need int32, avoid *spreadAvoid) (*Cell, spreadScore) {
+	for key := b.next(need); key >= 0; key = b.next(key + 1) {
+		for _, r := range b.buckets[key] {
+			if avoid.usedRack(r) {
+				continue
+			}
+			if x, sc := s.bestSpreadIn(r, need, avoid); x != nil && !sc.nodeUsed && !sc.rackUsed {
+				return x, sc
+			}
+		}
+	}
 	var best *Cell
 	var bestScore spreadScore
 	for key := b.next(need); key >= 0; key = b.next(key + 1) {
@@ -206,6 +233,9 @@ func (s *search) bestSpreadIn(x *Cell, need int32, avoid *spreadAvoid) (*Cell, s
 		}
 		return x, avoid.score(x, a)
 	}
+	if x.level == x.chain.nodeLeveli8()+1 && !avoid.usedRack(x) {
+		return bestFreshNode(x, need)
+	}
 	var best *Cell
 	var bestScore spreadScore
 	for _, c := range x.children {
@@ -214,6 +244,28 @@ func (s *search) bestSpreadIn(x *Cell, need int32, avoid *spreadAvoid) (*Cell, s
 		}
 	}
 	return best, bestScore
+}
+
+// bestFreshNode is bestSpreadIn of a rack x the spread does not use yet:
+// none of its nodes is used, none holds a leaf this attempt took (each pod
+// taken puts its rack in avoid), so every node scores by its free leaves
+// alone, and the best is the first node with the fewest free leaves that
+// hold need, read off x's node histogram.
+func bestFreshNode(x *Cell, need int32) (*Cell, spreadScore) {
+	free, _ := x.nodeHists()
+	f := int(need)
+	for f < len(free) && free[f] == 0 {
+		f++
+	}
+	if f == len(free) {
+		return nil, spreadScore{}
+	}
+	for _, n := range x.children {
+		if n.freeLeaves == int32(f) {
+			return n, spreadScore{free: int32(f)}
+		}
+	}
+	return nil, spreadScore{}
 }
 
 // spreadFreeCell finds the free level-m cell to bind for the next pod whose

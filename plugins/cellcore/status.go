@@ -243,7 +243,8 @@ func (k *Core) groupStatus(g *AffinityGroup) AffinityGroupStatus {
 	st := AffinityGroupStatus{Name: g.spec.Name, VirtualCluster: g.spec.VirtualCluster, State: g.state, Priority: g.priority(), Downgraded: g.downgraded}
 	if g.placement != nil {
 		for i, s := range g.slots {
-			st.Pods = append(st.Pods, k.podPlacement(g, i, s))
+			pp, _ := k.podPlacement(g, i, s, nil)
+			st.Pods = append(st.Pods, pp)
 		}
 	}
 	return st

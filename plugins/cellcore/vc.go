@@ -75,6 +75,7 @@ type vcState struct {
 	name    string
 	spec    VirtualClusterSpec
 	pools   map[*chain]*pool // non-pinned cells by chain
+	chains  []*chain         // the chains of pools, in chain order (candidateChains)
 	pinned  []*pool
 	agCount [5]int // AGs by state
 	// leafTotal: the leaf cells of its virtual and pinned cells (DRF's
@@ -351,8 +352,8 @@ func (k *Core) setVC(spec VirtualClusterSpec) (VCChangeResult, error) {
 			newQ = make([]int32, ch.top+1)
 		}
 		if p == nil {
-			p = &pool{chain: ch, vc: v, roots: newBucketSet(idxRoot, ch.leafCount[ch.top]),
-				bound: make([]int32, ch.top+1), doomed: make([]int32, ch.top+1)}
+			p = newPool(ch, v, "", ch.leafCount[ch.top])
+			p.bound, p.doomed = make([]int32, ch.top+1), make([]int32, ch.top+1)
 			v.pools[ch] = p
 			ch.vcPools = append(ch.vcPools, p)
 			sort.Slice(ch.vcPools, func(i, j int) bool { return ch.vcPools[i].vc.name < ch.vcPools[j].vc.name })
@@ -394,6 +395,12 @@ func (k *Core) setVC(spec VirtualClusterSpec) (VCChangeResult, error) {
 		if empty {
 			removePool(ch, p)
 			delete(v.pools, ch)
+		}
+	}
+	v.chains = v.chains[:0]
+	for _, ch := range k.chainOrder {
+		if v.pools[ch] != nil {
+			v.chains = append(v.chains, ch)
 		}
 	}
 	sort.Strings(res.Downgraded)
@@ -462,10 +469,18 @@ func (k *Core) evacuate(c *Cell, res *VCChangeResult) {
 
 // levelCounts returns, for a chain, the free-list cells per level and the VCs'
 // unbound virtual cells per level. With healthyOnly, free cells that contain
-// lost leaves are not counted whole: their healthy descendants are.
+// lost leaves are not counted whole: their healthy descendants are. The
+// slices are the core's scratch (a binding asks for them several times):
+// they hold until the next call.
 func (k *Core) levelCounts(ch *chain, healthyOnly bool) (counts, demand []int64) {
-	counts = make([]int64, ch.top+1)
-	demand = make([]int64, ch.top+1)
+	for i := range k.scratchLevels {
+		if cap(k.scratchLevels[i]) <= ch.top {
+			k.scratchLevels[i] = make([]int64, ch.top+1)
+		}
+		k.scratchLevels[i] = k.scratchLevels[i][:ch.top+1]
+		clear(k.scratchLevels[i])
+	}
+	counts, demand = k.scratchLevels[0], k.scratchLevels[1]
 	for l := 1; l <= ch.top; l++ {
 		counts[l] = int64(ch.freeList[l].size)
 	}
