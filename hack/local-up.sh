@@ -448,7 +448,7 @@ start_apiserver() {
     --service-account-key-file="$LOCAL_CERTS/sa.pub"
     --service-account-signing-key-file="$LOCAL_CERTS/sa.key"
     --service-cluster-ip-range=10.96.0.0/16
-    --authorization-mode=AlwaysAllow
+    --authorization-mode=Node,RBAC
     --endpoint-reconciler-type=none
     --disable-admission-plugins=TaintNodesByCondition
   )
@@ -590,7 +590,8 @@ apply_cluster_objects() {
   kc apply -f "$REPO_ROOT/manifests/crds/" -f "$pgcrd" >/dev/null
   kc wait --for=condition=Established --timeout=60s -f "$REPO_ROOT/manifests/crds/" -f "$pgcrd" >/dev/null
   # What tenants may not do to pods and the placement key (docs/security.md);
-  # the local scheduler runs as the admin, whom the policies exempt.
+  # the local scheduler (and every component) runs as the admin, in
+  # system:masters, which passes the policies' authorization checks.
   kc apply -f "$REPO_ROOT/manifests/admission/" >/dev/null
 
   local n
@@ -610,6 +611,22 @@ metadata: {name: vision}
 apiVersion: v1
 kind: Namespace
 metadata: {name: speech}
+---
+# The sample tenants: user alice may do what a namespace's editor does in
+# both (the API server authorizes with RBAC, as a real cluster does, so the
+# admission policies' exemptions mean something; the components run as the
+# admin).
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: tenant-alice, namespace: vision}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: tenant-alice, namespace: speech}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}]
 EOF
   kc apply -f "$REPO_ROOT/manifests/samples/virtualclusters.yaml" >/dev/null
 

@@ -606,6 +606,12 @@ func (c *cluster) applyManifest(t *testing.T, path string) {
 			require.NoError(t, do(), "%s: %v %v", path, obj["kind"], obj["metadata"])
 		}
 		switch obj["kind"] {
+		case "ConfigMap":
+			var o v1.ConfigMap
+			create(&o, func() error {
+				_, err := c.kube.CoreV1().ConfigMaps(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
 		case "ServiceAccount":
 			var o v1.ServiceAccount
 			create(&o, func() error {

@@ -109,6 +109,10 @@ var codeNeeds = []access{
 	{"coordination.k8s.io", "leases", "update", "hivesched"},
 	{"coordination.k8s.io", "leases", "get", "default-scheduler"},
 	{"coordination.k8s.io", "leases", "update", "default-scheduler"},
+	// Not an API call: the admission policies (manifests/admission) ask
+	// the authorizer whether the requester may write this virtual
+	// resource; the grant makes the scheduler exempt, whatever its name.
+	{"hivesched.io", "placements", "write", ""},
 }
 
 // inherited is what system:kube-scheduler grants of the above (Kubernetes'
@@ -200,7 +204,10 @@ func TestSchedulerRBAC(t *testing.T) {
 func TestAdmissionManifests(t *testing.T) {
 	policies := map[string]admissionv1.ValidatingAdmissionPolicy{}
 	bindings := map[string]admissionv1.ValidatingAdmissionPolicyBinding{}
-	for _, f := range []string{"pod-placement-policy.yaml", "scheduler-secret-policy.yaml"} {
+	files, err := filepath.Glob(filepath.Join("..", "..", "manifests", "admission", "*.yaml"))
+	require.NoError(t, err)
+	for _, path := range files {
+		f := filepath.Base(path)
 		for _, doc := range documents(t, "manifests", "admission", f) {
 			switch kindOf(t, doc) {
 			case "ValidatingAdmissionPolicy":
@@ -211,22 +218,43 @@ func TestAdmissionManifests(t *testing.T) {
 				var b admissionv1.ValidatingAdmissionPolicyBinding
 				require.NoError(t, sigsyaml.UnmarshalStrict(doc, &b))
 				bindings[b.Spec.PolicyName] = b
+			case "ConfigMap":
+				// The parameters of a policy (checked with its binding).
 			default:
 				t.Fatalf("%s: unexpected kind %s", f, kindOf(t, doc))
 			}
 		}
 	}
-	require.Len(t, policies, 2)
+	require.Len(t, policies, 4)
 	for name, p := range policies {
 		require.Equal(t, admissionv1.Fail, *p.Spec.FailurePolicy, name)
 		require.NotEmpty(t, p.Spec.Validations, name)
-		require.Len(t, p.Spec.MatchConditions, 1, name)
-		require.Contains(t, p.Spec.MatchConditions[0].Expression, "system:serviceaccount:kube-system:hivesched-scheduler", name)
+		// Who the scheduler is comes from RBAC (a virtual resource of
+		// group hivesched.io), never from an identity written in the
+		// policy: the scheduler may run under any name (issue 28, 10).
+		conds := ""
+		for _, c := range p.Spec.MatchConditions {
+			conds += c.Expression
+		}
+		require.Contains(t, conds, "authorizer.group('hivesched.io')", name)
+		require.NotContains(t, conds, "system:serviceaccount:", name)
 		b, ok := bindings[name]
 		require.True(t, ok, "policy %s has a binding", name)
 		require.Equal(t, []admissionv1.ValidationAction{admissionv1.Deny}, b.Spec.ValidationActions)
+		if p.Spec.ParamKind != nil {
+			require.NotNil(t, b.Spec.ParamRef, name)
+			require.Equal(t, admissionv1.DenyAction, *b.Spec.ParamRef.ParameterNotFoundAction, "%s fails closed without its parameters", name)
+		}
 	}
 	pp := policies["hivesched-pod-placement"]
-	require.Contains(t, pp.Spec.Variables[4].Expression, hivesched.AnnotationPlacement)
-	require.Contains(t, pp.Spec.Variables[4].Expression, hivesched.AnnotationPlacementSignature)
+	var records string
+	for _, v := range pp.Spec.Variables {
+		if v.Name == "records" {
+			records = v.Expression
+		}
+	}
+	for _, a := range []string{hivesched.AnnotationPlacement, hivesched.AnnotationPlacementSignature, hivesched.AnnotationLeafCellIndices, hivesched.HivedIsolationAnnotation} {
+		require.Contains(t, records, a, "every annotation the scheduler writes at bind is its own")
+	}
+	require.ElementsMatch(t, []string{"pods", "pods/status", "pods/binding"}, pp.Spec.MatchConstraints.ResourceRules[0].Resources)
 }
