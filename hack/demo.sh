@@ -228,6 +228,10 @@ if out=$(echo "$forged" | k --as alice --as-group team-speech create --dry-run=s
   echo "the forged pod was admitted: is manifests/admission applied?" >&2
   exit 1
 fi
+if [[ $out != *hivesched-pod-placement* ]]; then
+  echo "the forged pod was refused, but not by the admission policy: $out" >&2
+  exit 1
+fi
 echo "kubectl --as alice create ...: ${out#*: }"
 
 # kubectl hivesched (cmd/kubectl-hivesched): the cells as the scheduler sees

@@ -465,10 +465,13 @@ start_apiserver() {
 # not exist), the root CA ConfigMap every pod's token volume names, and
 # podgroup-protection (the PodGroupProtection admission, on by default in
 # 1.37, puts a finalizer on every Workload API PodGroup that only this
-# controller removes: without it a Job's PodGroup never goes away).
+# controller removes: without it a Job's PodGroup never goes away), and
+# clusterrole-aggregation (the API server authorizes with RBAC: the
+# built-in admin, edit and view roles get their rules from it).
 KCM_CONTROLLERS=job-controller,replicaset-controller,deployment-controller,garbage-collector-controller
 KCM_CONTROLLERS+=,namespace-controller,serviceaccount-controller,serviceaccount-token-controller
 KCM_CONTROLLERS+=,root-ca-certificate-publisher-controller,podgroup-protection-controller
+KCM_CONTROLLERS+=,clusterrole-aggregation-controller
 
 start_controller_manager() {
   # --leader-elect=false: one instance, no lease round trips. The API server
