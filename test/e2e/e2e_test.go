@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +48,31 @@ func setup(t *testing.T) *env {
 	jc.ContentType = "application/json"
 	wd, err := os.Getwd()
 	require.NoError(t, err)
-	return &env{kubeconfig: kc, kube: kubernetes.NewForConfigOrDie(cfg), vc: versioned.NewForConfigOrDie(jc), root: filepath.Join(wd, "..", "..")}
+	e := &env{kubeconfig: kc, kube: kubernetes.NewForConfigOrDie(cfg), vc: versioned.NewForConfigOrDie(jc), root: filepath.Join(wd, "..", "..")}
+	clearSampleNamespaces.Do(func() { e.clearSampleNamespaces(t) })
+	return e
+}
+
+// clearSampleNamespaces runs once per e2e run: the sample namespaces
+// belong to the demo and these tests, and a demo run before them (make demo
+// leaves its jobs running for a user to look at) would hold the cells they
+// need.
+var clearSampleNamespaces sync.Once
+
+func (e *env) clearSampleNamespaces(t *testing.T) {
+	zero := int64(0)
+	for _, ns := range []string{"vision", "speech"} {
+		require.NoError(t, e.kube.CoreV1().Pods(ns).DeleteCollection(t.Context(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}))
+	}
+	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 300*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, ns := range []string{"vision", "speech"} {
+			l, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || len(l.Items) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	}), "the sample namespaces' pods of an earlier run did not go")
 }
 
 func (e *env) kubectl(t *testing.T, args ...string) string {
