@@ -19,9 +19,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	hv1listers "github.com/hivesched/hivesched/apis/generated/listers/hivesched/v1alpha1"
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // agTracker is the scheduler's view of every affinity group's lifecycle
@@ -102,10 +102,10 @@ func (t *agTracker) changed(e *agEntry) {
 }
 
 // specOf is the AffinityGroup spec of a pod's request (the implicit form).
-func specOf(req *podRequest) *hv1.AffinityGroupSpec {
-	s := &hv1.AffinityGroupSpec{VirtualCluster: req.group.VirtualCluster, Priority: ptr.To(req.group.Priority),
-		LeafCellType: req.group.LeafCellType, PinnedCell: req.group.PinnedCellID, LazyPreemption: req.group.LazyPreemptionEnable}
-	for _, m := range req.group.Members {
+func specOf(req *podrequest.Request) *hv1.AffinityGroupSpec {
+	s := &hv1.AffinityGroupSpec{VirtualCluster: req.Group.VirtualCluster, Priority: ptr.To(req.Group.Priority),
+		LeafCellType: req.Group.LeafCellType, PinnedCell: req.Group.PinnedCellID, LazyPreemption: req.Group.LazyPreemptionEnable}
+	for _, m := range req.Group.Members {
 		s.Members = append(s.Members, hv1.AffinityGroupMember{PodNumber: m.PodNumber, LeafCellNumber: m.LeafCellNumber})
 	}
 	return s
@@ -113,13 +113,13 @@ func specOf(req *podRequest) *hv1.AffinityGroupSpec {
 
 // seen notes a live member pod (the pod informer). A new pod of a group
 // that failed or ended starts a new lifecycle (a Job's retry).
-func (t *agTracker) seen(pod *v1.Pod, req *podRequest) {
+func (t *agTracker) seen(pod *v1.Pod, req *podrequest.Request) {
 	if t == nil {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entryLocked(req.group.Name)
+	e := t.entryLocked(req.Group.Name)
 	if (terminalPhase(e.phase) || e.failReason != "") && !e.oldMember(pod) && pod.Spec.NodeName == "" {
 		e.restart()
 	}
@@ -128,7 +128,7 @@ func (t *agTracker) seen(pod *v1.Pod, req *podRequest) {
 	if e.spec == nil {
 		e.spec = specOf(req)
 	}
-	e.total = req.totalPods()
+	e.total = req.TotalPods()
 	if e.owner == nil {
 		if c := metav1.GetControllerOf(pod); c != nil {
 			e.owner = &metav1.OwnerReference{APIVersion: c.APIVersion, Kind: c.Kind, Name: c.Name, UID: c.UID}
@@ -399,9 +399,6 @@ func fromStatus(e *agEntry, ag *hv1.AffinityGroup) {
 // twice that): with many gangs at once, statuses lag rather than load the
 // API server that binds pods.
 const agWriteQPS = 20
-
-// agLister reads AffinityGroup objects from the informer's cache.
-type agLister = hv1listers.AffinityGroupLister
 
 // seedAGs notes every tracked member pod once this process has recovered
 // (pods seen before were only indexed).
@@ -765,7 +762,7 @@ func (p *HiveSched) pendingTimedOut(logger klog.Logger, group string, pods []*v1
 	vcName := ""
 	if len(pods) > 0 {
 		if req, err := p.request(pods[0]); err == nil && req != nil {
-			vcName = req.group.VirtualCluster
+			vcName = req.Group.VirtualCluster
 		}
 	}
 	del := false

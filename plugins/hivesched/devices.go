@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // AnnotationDeviceHealth on a Node lists its devices that are not good, for
@@ -257,7 +258,7 @@ func (p *HiveSched) foreignDevices(pod *v1.Pod, deleted bool) int32 {
 	if _, known := p.core.NodeHealthOf(pod.Spec.NodeName); !known {
 		return 0 // not a node of the physical cluster
 	}
-	n, err := leafRequest(pod, p.resource)
+	n, err := podrequest.LeafRequest(pod, p.resource)
 	if err != nil {
 		n = math.MaxInt32 // beyond any node: every device of it counts
 	}
@@ -266,10 +267,10 @@ func (p *HiveSched) foreignDevices(pod *v1.Pod, deleted bool) int32 {
 	}
 	// The core's own pods, cheapest check first: the group the pod was
 	// tracked in (no record to decode), then its signed record.
-	if g := p.groups.groupOf(pod); g != "" && p.core.PodAssigned(g, podKey(pod)) {
+	if g := p.groups.groupOf(pod); g != "" && p.core.PodAssigned(g, podrequest.PodKey(pod)) {
 		return 0
 	}
-	if rec, err := p.trustedPlacement(pod); err == nil && p.core.PodAssigned(rec.Group, podKey(pod)) {
+	if rec, err := p.trustedPlacement(pod); err == nil && p.core.PodAssigned(rec.Group, podrequest.PodKey(pod)) {
 		return 0
 	}
 	return int32(n)

@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // What a checker outside the scheduler needs to judge placements from API
@@ -19,7 +20,7 @@ func RecordedPlacement(pod *v1.Pod) (cellcore.AffinityGroupSpec, cellcore.Recove
 	if err != nil {
 		return cellcore.AffinityGroupSpec{}, cellcore.RecoveredPod{}, err
 	}
-	return rec.spec(), cellcore.RecoveredPod{PodKey: podKey(pod), Node: rec.Node, LeafCellIndices: rec.LeafCellIndices, Downgraded: rec.Downgraded}, nil
+	return rec.spec(), cellcore.RecoveredPod{PodKey: podrequest.PodKey(pod), Node: rec.Node, LeafCellIndices: rec.LeafCellIndices, Downgraded: rec.Downgraded}, nil
 }
 
 // NodeHealthOf is the health the scheduler gives a node object.

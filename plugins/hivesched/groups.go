@@ -1,14 +1,14 @@
 package hivesched
 
 import (
-	"errors"
 	"math"
-	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // groupIndex tracks the member pods of every affinity group, from the pod
@@ -20,9 +20,9 @@ type groupIndex struct {
 	groups map[string]*groupMembers
 	// refused: bound pods whose placement record was reported untrusted.
 	refused map[types.UID]bool
-	// resolve, if set, reads a pod's request from an object that describes
-	// its group (an explicit AffinityGroup) before its own labels.
-	resolve groupResolver
+	// resolver, once set, reads a pod's request from the objects that
+	// describe its group as well as from the pod (before: the pod alone).
+	resolver *podrequest.Resolver
 }
 
 type groupMembers struct {
@@ -46,39 +46,24 @@ type groupMembers struct {
 // changes, so that fixing a label works.
 type parsedPod struct {
 	rv     string
-	req    *podRequest
+	req    *podrequest.Request
 	err    error
-	fp     string // specFingerprint when req was read
+	fp     string // podrequest.Fingerprint when req was read
 	warned bool   // a change of the request was reported
 	pinned bool   // req comes from the pod's trusted placement record
-}
-
-// specFingerprint is what parsePod reads from a pod's metadata (the
-// resource requests cannot change).
-func specFingerprint(pod *v1.Pod) string {
-	var b strings.Builder
-	for _, k := range []string{LabelVirtualCluster, LabelAffinityGroup} {
-		b.WriteString(pod.Labels[k])
-		b.WriteByte(0)
-	}
-	for _, k := range []string{AnnotationGroupMembers, AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption, HivedSpecAnnotation} {
-		b.WriteString(pod.Annotations[k])
-		b.WriteByte(0)
-	}
-	return b.String()
 }
 
 func newGroupIndex() *groupIndex {
 	return &groupIndex{parsed: map[types.UID]parsedPod{}, groups: map[string]*groupMembers{}}
 }
 
-func (x *groupIndex) request(pod *v1.Pod, res v1.ResourceName) (*podRequest, error) {
+func (x *groupIndex) request(pod *v1.Pod, res v1.ResourceName) (*podrequest.Request, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.requestLocked(pod, res)
 }
 
-func (x *groupIndex) requestLocked(pod *v1.Pod, res v1.ResourceName) (*podRequest, error) {
+func (x *groupIndex) requestLocked(pod *v1.Pod, res v1.ResourceName) (*podrequest.Request, error) {
 	e, ok := x.parsed[pod.UID]
 	if ok && e.req != nil && e.err == nil {
 		return e.req, nil
@@ -86,33 +71,19 @@ func (x *groupIndex) requestLocked(pod *v1.Pod, res v1.ResourceName) (*podReques
 	if ok && e.rv == pod.ResourceVersion {
 		return e.req, e.err
 	}
-	var req *podRequest
+	var req *podrequest.Request
 	var err error
-	handled := false
-	if x.resolve != nil {
-		req, err, handled = x.resolve(pod, res)
-	}
-	if !handled {
-		req, err = parsePod(pod, res)
+	if x.resolver != nil {
+		req, err = x.resolver.Read(pod)
+	} else {
+		req, err = podrequest.Parse(pod, res)
 	}
 	rv := pod.ResourceVersion
-	if isAwaiting(err) {
+	if podrequest.IsAwaiting(err) {
 		rv = "" // read again next time: it waits for other objects, not for a fix of the pod
 	}
-	x.parsed[pod.UID] = parsedPod{rv: rv, req: req, err: err, fp: specFingerprint(pod)}
+	x.parsed[pod.UID] = parsedPod{rv: rv, req: req, err: err, fp: podrequest.Fingerprint(pod)}
 	return req, err
-}
-
-// awaitingError is a request that cannot be read until other objects exist
-// (a composite pod group's other pods, whose sizes make its members): the
-// read is not kept, so that the next one sees them.
-type awaitingError struct{ msg string }
-
-func (e *awaitingError) Error() string { return e.msg }
-
-func isAwaiting(err error) bool {
-	var a *awaitingError
-	return errors.As(err, &a)
 }
 
 // forgetRefused drops the cached read of a pod whose request was refused
@@ -135,7 +106,7 @@ func (x *groupIndex) specChanged(pod *v1.Pod) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e, ok := x.parsed[pod.UID]
-	if !ok || e.req == nil || e.err != nil || e.warned || e.rv == pod.ResourceVersion || specFingerprint(pod) == e.fp {
+	if !ok || e.req == nil || e.err != nil || e.warned || e.rv == pod.ResourceVersion || podrequest.Fingerprint(pod) == e.fp {
 		return false
 	}
 	e.warned = true
@@ -145,13 +116,13 @@ func (x *groupIndex) specChanged(pod *v1.Pod) bool {
 
 // trackRecorded tracks a bound pod as a member of the group its trusted
 // placement record names (recovery, adoption), whatever its labels say.
-func (x *groupIndex) trackRecorded(pod *v1.Pod, req *podRequest) {
+func (x *groupIndex) trackRecorded(pod *v1.Pod, req *podrequest.Request) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if e, ok := x.parsed[pod.UID]; ok && e.req != nil && e.req.group.Name != req.group.Name {
+	if e, ok := x.parsed[pod.UID]; ok && e.req != nil && e.req.Group.Name != req.Group.Name {
 		x.untrackLocked(pod)
 	}
-	x.parsed[pod.UID] = parsedPod{rv: pod.ResourceVersion, req: req, fp: specFingerprint(pod), pinned: true}
+	x.parsed[pod.UID] = parsedPod{rv: pod.ResourceVersion, req: req, fp: podrequest.Fingerprint(pod), pinned: true}
 	x.trackLocked(pod, req)
 }
 
@@ -174,35 +145,35 @@ func (x *groupIndex) track(pod *v1.Pod, res v1.ResourceName) (string, bool) {
 	return x.trackLocked(pod, req)
 }
 
-func (x *groupIndex) trackLocked(pod *v1.Pod, req *podRequest) (string, bool) {
-	g := x.groups[req.group.Name]
+func (x *groupIndex) trackLocked(pod *v1.Pod, req *podrequest.Request) (string, bool) {
+	g := x.groups[req.Group.Name]
 	if g == nil {
 		g = &groupMembers{pods: map[types.UID]*v1.Pod{}, reserved: map[types.UID]bool{}, created: pod.CreationTimestamp.Time}
-		x.groups[req.group.Name] = g
+		x.groups[req.Group.Name] = g
 	}
 	_, known := g.pods[pod.UID]
 	g.pods[pod.UID] = pod
 	if pod.CreationTimestamp.Time.Before(g.created) {
 		g.created = pod.CreationTimestamp.Time
 	}
-	return req.group.Name, !known && len(g.pods) == req.totalPods()
+	return req.Group.Name, !known && len(g.pods) == req.TotalPods()
 }
 
 // untrack forgets a deleted (or finished) pod; it returns the request it was
 // tracked with (nil if none) and whether its group has no member left.
-func (x *groupIndex) untrack(pod *v1.Pod) (*podRequest, bool) {
+func (x *groupIndex) untrack(pod *v1.Pod) (*podrequest.Request, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.untrackLocked(pod)
 }
 
-func (x *groupIndex) untrackLocked(pod *v1.Pod) (*podRequest, bool) {
+func (x *groupIndex) untrackLocked(pod *v1.Pod) (*podrequest.Request, bool) {
 	e, ok := x.parsed[pod.UID]
 	delete(x.parsed, pod.UID)
 	if !ok || e.req == nil || e.err != nil {
 		return nil, false
 	}
-	name := e.req.group.Name
+	name := e.req.Group.Name
 	g := x.groups[name]
 	if g == nil {
 		return e.req, true
@@ -220,7 +191,7 @@ func (x *groupIndex) groupOf(pod *v1.Pod) string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if e, ok := x.parsed[pod.UID]; ok && e.req != nil {
-		return e.req.group.Name
+		return e.req.Group.Name
 	}
 	return ""
 }
@@ -273,9 +244,9 @@ func (x *groupIndex) sortKey(pod *v1.Pod, res v1.ResourceName) sortKey {
 		}
 		return k
 	}
-	k := sortKey{priority: int64(req.group.Priority), created: pod.CreationTimestamp.Time, group: req.group.Name,
-		vc: req.group.VirtualCluster, namespace: req.group.Namespace}
-	if g := x.groups[req.group.Name]; g != nil {
+	k := sortKey{priority: int64(req.Group.Priority), created: pod.CreationTimestamp.Time, group: req.Group.Name,
+		vc: req.Group.VirtualCluster, namespace: req.Group.Namespace}
+	if g := x.groups[req.Group.Name]; g != nil {
 		k.created = g.created
 	}
 	return k
@@ -397,7 +368,7 @@ func (x *groupIndex) readyCount(group string) (int, int) {
 	for uid, p := range g.pods {
 		if want == 0 {
 			if e, ok := x.parsed[uid]; ok && e.req != nil {
-				want = e.req.totalPods()
+				want = e.req.TotalPods()
 			}
 		}
 		if g.reserved[uid] || p.Spec.NodeName != "" {

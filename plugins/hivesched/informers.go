@@ -16,6 +16,7 @@ import (
 
 	"github.com/hivesched/hivesched/apis/generated/informers/externalversions"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // LabelHealth lets an operator set a node's health beyond what Kubernetes
@@ -78,10 +79,14 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 		UpdateFunc: func(_, obj interface{}) { p.onAG(logger, obj, false) },
 		DeleteFunc: func(obj interface{}) { p.onAG(logger, obj, true) },
 	})
-	p.agLister = agInf.Lister()
 	p.startWorkloadInformers(logger)
+	lookups := podrequest.Lookups{AffinityGroups: agInf.Lister(), PodGroups: p.pgs.listerOrNil}
+	if p.wl != nil {
+		lookups.Workloads = p.wl.listers
+	}
+	p.resolver = podrequest.NewResolver(p.resource, lookups)
 	p.groups.mu.Lock()
-	p.groups.resolve = p.resolveGroup
+	p.groups.resolver = p.resolver
 	p.groups.mu.Unlock()
 	vf.Start(ctx.Done())
 	p.startPodGroupInformer(ctx, logger)
@@ -152,8 +157,8 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 			// with): never a member of a group. Forget it if it was
 			// tracked while pending.
 			if req, _ := p.groups.untrack(pod); req != nil && recovered {
-				if _, err := p.core.DeletePod(req.group.Name, podKey(pod)); err != nil {
-					logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", req.group.Name)
+				if _, err := p.core.DeletePod(req.Group.Name, podrequest.PodKey(pod)); err != nil {
+					logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", req.Group.Name)
 				}
 			}
 			if _, placed := pod.Annotations[AnnotationPlacement]; placed && recovered {
@@ -210,13 +215,13 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	var res cellcore.PodDeletion
 	var err error
 	if group := p.groups.groupOf(pod); group != "" {
-		res, err = p.core.DeletePod(group, podKey(pod))
+		res, err = p.core.DeletePod(group, podrequest.PodKey(pod))
 	}
 	req, empty := p.groups.untrack(pod)
 	if req == nil {
 		return
 	}
-	group := req.group.Name
+	group := req.Group.Name
 	if err != nil {
 		logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", group)
 	}

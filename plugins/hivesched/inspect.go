@@ -20,6 +20,7 @@ import (
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	iv1 "github.com/hivesched/hivesched/apis/inspect/v1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // The inspect API (apis/inspect/v1, docs/inspect.md): a read-only JSON view
@@ -346,7 +347,7 @@ func (p *HiveSched) inspectGroup(name string, full bool) (iv1.AffinityGroup, []c
 		Downgraded: st.Downgraded, Reason: reason, Victims: victims}
 	names := map[string]string{}
 	for _, pod := range p.groups.pods(name) {
-		names[podKey(pod)] = pod.Namespace + "/" + pod.Name
+		names[podrequest.PodKey(pod)] = pod.Namespace + "/" + pod.Name
 	}
 	for _, pp := range st.Pods {
 		g.Pods = append(g.Pods, iv1.Pod{Name: names[pp.PodKey], Node: pp.Node, LeafCellType: pp.LeafCellType,
@@ -380,17 +381,17 @@ func (p *HiveSched) explainPod(ns, name string) (iv1.PodExplanation, int, error)
 		e.Summary = fmt.Sprintf("pod %s asks for no leaf cells: hivesched leaves it to the other plugins", key)
 		return e, http.StatusOK, nil
 	}
-	group := req.group.Name
+	group := req.Group.Name
 	g, holders, known := p.inspectGroup(group, true)
 	if !known {
-		have, want := p.groups.memberCount(group), req.totalPods()
+		have, want := p.groups.memberCount(group), req.TotalPods()
 		switch {
 		case pod.Spec.NodeName != "":
 			e.Summary = fmt.Sprintf("pod %s runs on node %s, but the scheduler does not hold its affinity group %s (it was not bound by hivesched, or its record was not trusted: see the pod's events)", key, pod.Spec.NodeName, group)
 		case have < want:
 			e.Summary = fmt.Sprintf("pod %s waits for its affinity group %s to be complete: %d of its %d pods exist; the group is placed all at once when every pod is created", key, group, have, want)
 		default:
-			if reason := p.vcs.admits(req.group.VirtualCluster, pod.Namespace); reason != "" {
+			if reason := p.vcs.admits(req.Group.VirtualCluster, pod.Namespace); reason != "" {
 				e.Summary = fmt.Sprintf("pod %s is refused: %s", key, reason)
 			} else {
 				e.Summary = fmt.Sprintf("pod %s of affinity group %s is queued: the scheduler has not decided its group yet", key, group)

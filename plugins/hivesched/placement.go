@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // placementRecord is persisted on each bound pod (AnnotationPlacement): the
@@ -126,8 +127,8 @@ func (p *HiveSched) trustedPlacement(pod *v1.Pod) (placementRecord, error) {
 
 // request is the pod request a trusted record stands for: the group as it
 // was placed, whatever the pod's labels say now.
-func (r placementRecord) request() *podRequest {
-	return &podRequest{group: r.spec(), leafCellNumber: int32(len(r.LeafCellIndices)), hived: false}
+func (r placementRecord) request() *podrequest.Request {
+	return &podrequest.Request{Group: r.spec(), LeafCellNumber: int32(len(r.LeafCellIndices))}
 }
 
 // signedAnnotations adds the signature of the record to ann.

@@ -49,6 +49,7 @@ import (
 	"github.com/hivesched/hivesched/apis/config/validation"
 	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration.
@@ -77,9 +78,11 @@ type HiveSched struct {
 	devices       *deviceInputs // device health and foreign pods' devices, per node
 	ags           *agTracker    // AffinityGroup lifecycles; nil with affinityGroupStatus: false
 	agRetention   time.Duration // how long a finished AffinityGroup is kept
-	agLister      agLister      // AffinityGroup objects (the explicit form)
 	pgs           *podGroups    // scheduler-plugins' PodGroups, nil without the CRD
 	wl            *workloadAPI  // Workload API PodGroups, nil without GenericWorkload
+	// resolver reads pods' requests in every form (set with the informers
+	// it reads from).
+	resolver *podrequest.Resolver
 	// holds: groups placed by a pod-group cycle, not yet confirmed by its
 	// binding step (podgroupcycle.go).
 	holds *groupHolds
@@ -301,13 +304,13 @@ func (p *HiveSched) warnSkuTypes(logger klog.Logger, pc config.PhysicalClusterSp
 // cell type (HiveD v2 lets a pod ask for whole cells such as a node): the
 // core counts a pod's cells in leaf cells and would only say the type is
 // unknown.
-func (p *HiveSched) checkLeafCellType(req *podRequest) error {
-	c, ok := p.nonLeafTypes[req.group.LeafCellType]
+func (p *HiveSched) checkLeafCellType(req *podrequest.Request) error {
+	c, ok := p.nonLeafTypes[req.Group.LeafCellType]
 	if !ok {
 		return nil
 	}
 	return fmt.Errorf("cell type %q is not a leaf cell type (one %s is %d %s): ask for leaf cell type %s and count the pod's cells in %s (HiveD: leafCellType, or cellType in version v2)",
-		req.group.LeafCellType, req.group.LeafCellType, c.Leaves, c.Leaf, c.Leaf, c.Leaf)
+		req.Group.LeafCellType, req.Group.LeafCellType, c.Leaves, c.Leaf, c.Leaf, c.Leaf)
 }
 
 // ours: is the pod this scheduler's? A bound pod is if and only if a
@@ -328,10 +331,8 @@ func (p *HiveSched) ours(pod *v1.Pod) bool {
 	return p.schedulerName == "" || pod.Spec.SchedulerName == p.schedulerName
 }
 
-func podKey(pod *v1.Pod) string { return string(pod.UID) }
-
 // request returns the pod's parsed request (cached per pod version).
-func (p *HiveSched) request(pod *v1.Pod) (*podRequest, error) {
+func (p *HiveSched) request(pod *v1.Pod) (*podrequest.Request, error) {
 	return p.groups.request(pod, p.resource)
 }
 
@@ -348,15 +349,15 @@ func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	// informer handler does.
 	if _, complete := p.groups.track(pod, p.resource); complete {
 		// This pod completes its gang: the members gated before it may go.
-		go p.activate(klog.FromContext(ctx), []string{req.group.Name})
+		go p.activate(klog.FromContext(ctx), []string{req.Group.Name})
 	}
-	have := p.groups.memberCount(req.group.Name)
-	if want := req.totalPods(); have < want {
-		if st, ok := p.core.AffinityGroupState(req.group.Name); ok && (st == cellcore.AGAllocated || st == cellcore.AGBeingPreempted) {
+	have := p.groups.memberCount(req.Group.Name)
+	if want := req.TotalPods(); have < want {
+		if st, ok := p.core.AffinityGroupState(req.Group.Name); ok && (st == cellcore.AGAllocated || st == cellcore.AGBeingPreempted) {
 			return nil // a replacement member of a running group
 		}
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
-			fmt.Sprintf("waiting for the members of affinity group %s: %d of %d pods exist", req.group.Name, have, want))
+			fmt.Sprintf("waiting for the members of affinity group %s: %d of %d pods exist", req.Group.Name, have, want))
 	}
 	return nil
 }
@@ -463,7 +464,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	pgCycle := rootCycle(state.GetPodGroupSchedulingCycle())
 	p.releaseOtherCycles(klog.FromContext(ctx), pgCycle)
-	name := req.group.Name
+	name := req.Group.Name
 	if msg := p.ags.ended(name, pod); msg != "" {
 		return reject(state, fwk.UnschedulableAndUnresolvable, msg)
 	}
@@ -474,8 +475,8 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	// leave a gang partly bound. A member that needs new cells (one that was
 	// not running when its group was recovered) binds more of the VC, so its
 	// namespace must still be allowed and the VC Active.
-	if !hasGroup || agState == cellcore.AGPending || agState == cellcore.AGPreempting || !p.core.JoinsPlacement(name, podKey(pod), req.leafCellNumber) {
-		if reason := p.vcs.admits(req.group.VirtualCluster, pod.Namespace); reason != "" {
+	if !hasGroup || agState == cellcore.AGPending || agState == cellcore.AGPreempting || !p.core.JoinsPlacement(name, podrequest.PodKey(pod), req.LeafCellNumber) {
+		if reason := p.vcs.admits(req.Group.VirtualCluster, pod.Namespace); reason != "" {
 			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
 			p.ags.refuse(name, "VirtualClusterRefused", reason)
 			return reject(state, fwk.UnschedulableAndUnresolvable, reason)
@@ -490,7 +491,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		}
 		if rolledBack {
 			agState = cellcore.AGPending
-			if have, want := p.groups.memberCount(name), req.totalPods(); have < want {
+			if have, want := p.groups.memberCount(name), req.TotalPods(); have < want {
 				// Its bound members were deleted: placed anew once its
 				// owner has created them again (PreEnqueue holds it).
 				return reject(state, fwk.UnschedulableAndUnresolvable,
@@ -509,7 +510,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	if hasGroup && (agState == cellcore.AGAllocated || agState == cellcore.AGBeingPreempted) {
 		// Decided when the first member came: this member finds its slot.
-		if err := p.core.CheckMember(req.group); err != nil {
+		if err := p.core.CheckMember(req.Group); err != nil {
 			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 			p.ags.refuse(name, "InvalidSchedulingSpec", err.Error())
 			return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
@@ -517,7 +518,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		return p.assign(state, pod, req)
 	}
 	start := time.Now()
-	d, err := p.core.Schedule(req.group)
+	d, err := p.core.Schedule(req.Group)
 	observePlacement(start, d, err)
 	if err != nil && !cellcore.IsSpecError(err) {
 		// Not the user's mistake: logged, counted and retried with the
@@ -537,7 +538,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		vc := p.groupVC(g)
 		preemptedGroups.WithLabelValues(vc, "lazy").Inc()
 		preemptedPods.WithLabelValues(vc, "lazy").Add(float64(p.groups.memberCount(g)))
-		p.downgraded(klog.FromContext(ctx), g, lazyNote(g, name, req.group.Priority, req.group.VirtualCluster))
+		p.downgraded(klog.FromContext(ctx), g, lazyNote(g, name, req.Group.Priority, req.Group.VirtualCluster))
 	}
 	if d.Kind == cellcore.Preempt {
 		for _, v := range d.Victims {
@@ -562,14 +563,14 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		p.ags.waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
 		return p.assign(state, pod, req)
 	case cellcore.Preempt:
-		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.leafCellNumber})
+		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.LeafCellNumber})
 		if pgCycle != nil {
 			// No PostFilter runs in a pod-group cycle: the group's
 			// PodGroupPostFilter evicts the victims.
 			writePreempt(pgCycle, name, &d)
 		}
 		msg := fmt.Sprintf("affinity group %s (priority %d) preempts %s in virtual cluster %q and binds once their pods are deleted",
-			name, req.group.Priority, joinNames(d.Victims), req.group.VirtualCluster)
+			name, req.Group.Priority, joinNames(d.Victims), req.Group.VirtualCluster)
 		p.ags.waiting(name, "Preempting", msg, d.Victims)
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	default:
@@ -610,13 +611,13 @@ func joinNames(names []string) string {
 
 // assign gives the pod its slot in its placed group and narrows the
 // candidate nodes to the slot's node.
-func (p *HiveSched) assign(state fwk.CycleState, pod *v1.Pod, req *podRequest) (*fwk.PreFilterResult, *fwk.Status) {
-	pp, err := p.core.AssignPod(req.group.Name, podKey(pod), req.leafCellNumber)
+func (p *HiveSched) assign(state fwk.CycleState, pod *v1.Pod, req *podrequest.Request) (*fwk.PreFilterResult, *fwk.Status) {
+	pp, err := p.core.AssignPod(req.Group.Name, podrequest.PodKey(pod), req.LeafCellNumber)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	state.Write(stateKey, &cycleState{group: req.group.Name, node: pp.Node, leaves: req.leafCellNumber})
+	state.Write(stateKey, &cycleState{group: req.Group.Name, node: pp.Node, leaves: req.LeafCellNumber})
 	return &fwk.PreFilterResult{NodeNames: sets.New(pp.Node)}, nil
 }
 
@@ -777,7 +778,7 @@ func (p *HiveSched) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.P
 	switch {
 	case s == nil || s.group == "" || state.IsPodGroupSchedulingCycle():
 		return nil
-	case podGroupName(pod) != "":
+	case podrequest.PodGroupName(pod) != "":
 		return p.reserveInPodGroupCycle(pod, s)
 	}
 	p.groups.reserve(s.group, pod)
@@ -894,15 +895,15 @@ func (p *HiveSched) placementAnnotations(s *cycleState, pod *v1.Pod) (map[string
 	if err != nil || req == nil {
 		return nil, fmt.Errorf("pod spec changed during binding: %v", err)
 	}
-	pp, err := p.core.AssignPod(s.group, podKey(pod), s.leaves)
+	pp, err := p.core.AssignPod(s.group, podrequest.PodKey(pod), s.leaves)
 	if err != nil {
 		return nil, err
 	}
 	ann := map[string]string{
-		AnnotationPlacement:       newPlacementRecord(req.group, pp, p.groupDowngraded(s.group)).encode(),
+		AnnotationPlacement:       newPlacementRecord(req.Group, pp, p.groupDowngraded(s.group)).encode(),
 		AnnotationLeafCellIndices: indicesString(pp.LeafCellIndices),
 	}
-	if req.hived {
+	if req.Hived {
 		ann[HivedIsolationAnnotation] = indicesString(pp.LeafCellIndices)
 	}
 	return p.signedAnnotations(pod, ann), nil

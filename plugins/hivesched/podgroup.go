@@ -2,12 +2,9 @@ package hivesched
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -18,19 +15,13 @@ import (
 	pgversioned "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
-// PodGroup interop (docs/affinitygroups.md): pods that carry
-// scheduler-plugins' label scheduling.x-k8s.io/pod-group form one affinity
-// group of the PodGroup's minMember pods, each of the pod's own size, so
-// that operators that create PodGroups (Kubeflow, Spark, Volcano-style
-// jobs) work unchanged. The VC comes from label hivesched.io/virtual-cluster
-// on the PodGroup, else on the pod. The PodGroup CRD is optional: while it
-// is not served (or PodGroups cannot be listed) the interop waits for it,
-// and a GPU pod that names a PodGroup is told so.
-
-// LabelPodGroup is scheduler-plugins' pod group label.
-const LabelPodGroup = pgv1alpha1.PodGroupLabel
+// PodGroup interop (docs/affinitygroups.md; podrequest reads the pods of a
+// PodGroup). The PodGroup CRD is optional: while it is not served (or
+// PodGroups cannot be listed) the interop waits for it.
 
 // podGroupCRDPoll is how often hivesched looks for the PodGroup CRD while
 // it is not served: an operator installed after the scheduler started
@@ -51,6 +42,14 @@ func newPodGroups(kc *rest.Config) (*podGroups, error) {
 		return nil, err
 	}
 	return &podGroups{client: c}, nil
+}
+
+// listerOrNil is the PodGroup lister, nil while PodGroups are not served.
+func (g *podGroups) listerOrNil() pglisters.PodGroupLister {
+	if l := g.lister.Load(); l != nil {
+		return *l
+	}
+	return nil
 }
 
 // startPodGroupInformer starts the PodGroup informer now if PodGroups can
@@ -83,7 +82,7 @@ func (p *HiveSched) runPodGroupInformer(ctx context.Context, logger klog.Logger)
 		}
 		if pg, ok := obj.(*pgv1alpha1.PodGroup); ok {
 			// Pods that came before their PodGroup (or its CRD) are read again.
-			p.groupObjectChanged(logger, pg.Namespace, labels.SelectorFromSet(labels.Set{LabelPodGroup: pg.Name}))
+			p.groupObjectChanged(logger, pg.Namespace, labels.SelectorFromSet(labels.Set{podrequest.LabelPodGroup: pg.Name}))
 		}
 	}
 	_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -94,52 +93,4 @@ func (p *HiveSched) runPodGroupInformer(ctx context.Context, logger klog.Logger)
 	lister := inf.Lister()
 	p.pgs.lister.Store(&lister)
 	f.Start(ctx.Done())
-}
-
-// requestFromPodGroup is the request of a pod of a PodGroup: the pod's own
-// form with the group named after the PodGroup, minMember pods of its size,
-// and the VC from the PodGroup's label (else the pod's). handled is false
-// when the pod names no PodGroup or the interop is off.
-func (p *HiveSched) requestFromPodGroup(pod *v1.Pod, res v1.ResourceName) (*podRequest, error, bool) {
-	name, ok := pod.Labels[LabelPodGroup]
-	if !ok || name == "" {
-		return nil, nil, false
-	}
-	lister := p.pgs.lister.Load()
-	if lister == nil {
-		if leaves, _ := leafRequest(pod, res); leaves > 0 {
-			return nil, fmt.Errorf("pod names PodGroup %q (label %s), but PodGroups (scheduling.x-k8s.io/v1alpha1) are not served: install scheduler-plugins' PodGroup CRD; hivesched reads it as soon as it is", name, LabelPodGroup), true
-		}
-		return nil, nil, false
-	}
-	pg, err := (*lister).PodGroups(pod.Namespace).Get(name)
-	if err != nil {
-		if leaves, _ := leafRequest(pod, res); leaves > 0 {
-			return nil, fmt.Errorf("pod names PodGroup %q (label %s), which does not exist in namespace %q yet: it waits for it", name, LabelPodGroup, pod.Namespace), true
-		}
-		return nil, nil, false
-	}
-	vc := pg.Labels[LabelVirtualCluster]
-	if vc == "" {
-		vc = pod.Labels[LabelVirtualCluster]
-	}
-	if vc == "" {
-		if leaves, _ := leafRequest(pod, res); leaves > 0 {
-			return nil, fmt.Errorf("PodGroup %s/%s names no virtual cluster: label the PodGroup (or the pod) %s", pod.Namespace, name, LabelVirtualCluster), true
-		}
-		return nil, nil, false // not a GPU gang hivesched schedules
-	}
-	if pg.Spec.MinMember <= 0 {
-		return nil, fmt.Errorf("PodGroup %s/%s: minMember must be positive, got %d", pod.Namespace, name, pg.Spec.MinMember), true
-	}
-	// The pod's own form, named after its PodGroup.
-	q := pod.DeepCopy()
-	q.Labels[LabelVirtualCluster] = vc
-	q.Labels[LabelAffinityGroup] = name
-	if q.Annotations == nil {
-		q.Annotations = map[string]string{}
-	}
-	q.Annotations[AnnotationGroupMembers] = strconv.Itoa(int(pg.Spec.MinMember))
-	req, err := parsePod(q, res)
-	return req, err, true
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // Kubernetes 1.36+ pod-group scheduling cycle (feature gate GenericWorkload;
@@ -170,7 +171,7 @@ func (p *HiveSched) runHoldJanitor(ctx context.Context) {
 func (p *HiveSched) reserveInPodGroupCycle(pod *v1.Pod, s *cycleState) *fwk.Status {
 	p.holds.take(s.group)
 	if st, ok := p.core.AffinityGroupState(s.group); !ok || (st != cellcore.AGAllocated && st != cellcore.AGBeingPreempted) ||
-		!p.core.JoinsPlacement(s.group, podKey(pod), s.leaves) {
+		!p.core.JoinsPlacement(s.group, podrequest.PodKey(pod), s.leaves) {
 		return fwk.NewStatus(fwk.Unschedulable, "affinity group "+s.group+" no longer holds its cells (its placement was released): it is placed again")
 	}
 	p.groups.reserve(s.group, pod)
@@ -191,7 +192,7 @@ func (p *HiveSched) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCy
 		if err != nil || req == nil {
 			continue
 		}
-		group := req.group.Name
+		group := req.Group.Name
 		if d := readPreempt(state, group); d != nil {
 			if taken[group] == nil {
 				// Once per group: its victims are whole gangs.
@@ -203,7 +204,7 @@ func (p *HiveSched) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCy
 			if taken[group] == nil {
 				taken[group] = map[int]bool{}
 			}
-			if node := preemptNode(d, podKey(pod), req.leafCellNumber, taken[group]); node != "" {
+			if node := preemptNode(d, podrequest.PodKey(pod), req.LeafCellNumber, taken[group]); node != "" {
 				res.NominatingInfos[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] =
 					&fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}
 			}
@@ -289,7 +290,7 @@ func (p *HiveSched) GeneratePlacements(ctx context.Context, state fwk.PodGroupCy
 			return nil, st
 		}
 		nodes := map[string]bool{}
-		placed, _ := p.core.AffinityGroupStatus(req.group.Name)
+		placed, _ := p.core.AffinityGroupStatus(req.Group.Name)
 		for _, pp := range placed.Pods {
 			nodes[pp.Node] = true
 		}
@@ -299,7 +300,7 @@ func (p *HiveSched) GeneratePlacements(ctx context.Context, state fwk.PodGroupCy
 				in = append(in, n)
 			}
 		}
-		return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{{Name: req.group.Name, Nodes: in}}}, nil
+		return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{{Name: req.Group.Name, Nodes: in}}}, nil
 	}
 	if p.topology != nil {
 		return p.topology.GeneratePlacements(ctx, state, pg, parent)

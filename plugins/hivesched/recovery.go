@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // ensureRecovered rebuilds the core's allocations (the seed's ec) the first
@@ -197,7 +198,7 @@ func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedP
 	var rp []cellcore.RecoveredPod
 	recorded := false // some pod's record says the group had been downgraded
 	for _, m := range ms {
-		rp = append(rp, cellcore.RecoveredPod{PodKey: podKey(m.pod), Node: m.rec.Node, LeafCellIndices: m.rec.LeafCellIndices, Downgraded: m.rec.Downgraded})
+		rp = append(rp, cellcore.RecoveredPod{PodKey: podrequest.PodKey(m.pod), Node: m.rec.Node, LeafCellIndices: m.rec.LeafCellIndices, Downgraded: m.rec.Downgraded})
 		recorded = recorded || m.rec.Downgraded
 	}
 	res, err := p.core.RecoverAffinityGroup(ms[0].rec.spec(), rp)
@@ -233,7 +234,7 @@ func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedP
 // handed out again; a group the core holds with other cells cannot take it,
 // which is reported.
 func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placementRecord) {
-	if p.core.PodAssigned(rec.Group, podKey(pod)) {
+	if p.core.PodAssigned(rec.Group, podrequest.PodKey(pod)) {
 		return
 	}
 	st, known := p.core.AffinityGroupState(rec.Group)

@@ -27,8 +27,8 @@ func TestGroupIndexKeepsAPodsFirstGroup(t *testing.T) {
 	moved.Annotations[AnnotationPriority] = "1000"
 	req, err := x.request(moved, gpu)
 	require.NoError(t, err)
-	require.Equal(t, "ns/g", req.group.Name)
-	require.Equal(t, int32(0), req.group.Priority)
+	require.Equal(t, "ns/g", req.Group.Name)
+	require.Equal(t, int32(0), req.Group.Priority)
 	require.True(t, x.specChanged(moved))
 	require.False(t, x.specChanged(moved), "reported once")
 	group, _ = x.track(moved, gpu)
@@ -37,7 +37,7 @@ func TestGroupIndexKeepsAPodsFirstGroup(t *testing.T) {
 	require.Zero(t, x.memberCount("ns/other"))
 
 	gone, empty := x.untrack(moved)
-	require.Equal(t, "ns/g", gone.group.Name)
+	require.Equal(t, "ns/g", gone.Group.Name)
 	require.True(t, empty)
 }
 
@@ -54,7 +54,7 @@ func TestGroupIndexRereadsAnInvalidRequest(t *testing.T) {
 	fixed.Annotations[AnnotationGroupMembers] = "2"
 	req, err := x.request(fixed, gpu)
 	require.NoError(t, err)
-	require.Equal(t, int32(4), req.leafCellNumber)
+	require.Equal(t, int32(4), req.LeafCellNumber)
 }
 
 // A pod tracked from its record (recovery) is in the record's group, whatever

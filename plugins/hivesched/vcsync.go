@@ -140,7 +140,7 @@ func (p *HiveSched) activateWaiting(logger klog.Logger, vc string) {
 			if !ok || e.req == nil || pod.Spec.NodeName != "" {
 				continue
 			}
-			if vc == "" || e.req.group.VirtualCluster == vc || e.req.group.Priority < 0 {
+			if vc == "" || e.req.Group.VirtualCluster == vc || e.req.Group.Priority < 0 {
 				pods[pod.Namespace+"/"+pod.Name] = pod
 			}
 		}

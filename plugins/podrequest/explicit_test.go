@@ -1,4 +1,4 @@
-package hivesched
+package podrequest
 
 import (
 	"testing"
@@ -20,20 +20,20 @@ func explicitPod(gpus int64, labels map[string]string) *v1.Pod {
 		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{"nvidia.com/gpu": q}}}}}}
 }
 
-func TestRequestFromAG(t *testing.T) {
+func TestFromAffinityGroup(t *testing.T) {
 	ag := &hv1.AffinityGroup{ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: "ns"}, Spec: hv1.AffinityGroupSpec{
 		VirtualCluster: "vc", Priority: ptr.To[int32](3), LeafCellType: "V100", PinnedCell: "pin", LazyPreemption: true,
 		Members: []hv1.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 8}, {PodNumber: 1, LeafCellNumber: 4}}}}
 	group := map[string]string{LabelAffinityGroup: "g"}
 
-	req, err := requestFromAG(explicitPod(4, group), ag, "nvidia.com/gpu")
+	req, err := FromAffinityGroup(explicitPod(4, group), ag, "nvidia.com/gpu")
 	require.NoError(t, err)
-	require.Equal(t, int32(4), req.leafCellNumber)
+	require.Equal(t, int32(4), req.LeafCellNumber)
 	require.Equal(t, cellcore.AffinityGroupSpec{Name: "ns/g", Namespace: "ns", VirtualCluster: "vc", Priority: 3, LeafCellType: "V100",
 		PinnedCellID: "pin", LazyPreemptionEnable: true,
-		Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 8}, {PodNumber: 1, LeafCellNumber: 4}}}, req.group,
+		Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 8}, {PodNumber: 1, LeafCellNumber: 4}}}, req.Group,
 		"the spec is the request; the pod's own annotations (priority 999, 7 members) are not read")
-	require.Equal(t, 3, req.totalPods())
+	require.Equal(t, 3, req.TotalPods())
 
 	for name, c := range map[string]struct {
 		pod  *v1.Pod
@@ -53,7 +53,7 @@ func TestRequestFromAG(t *testing.T) {
 			if c.ag != nil {
 				c.ag(a)
 			}
-			_, err := requestFromAG(c.pod, a, "nvidia.com/gpu")
+			_, err := FromAffinityGroup(c.pod, a, "nvidia.com/gpu")
 			require.ErrorContains(t, err, c.want)
 		})
 	}
