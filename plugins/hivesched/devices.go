@@ -270,7 +270,7 @@ func (p *HiveSched) foreignDevices(pod *v1.Pod, deleted bool) int32 {
 	if g := p.groups.groupOf(pod); g != "" && p.core.PodAssigned(g, podrequest.PodKey(pod)) {
 		return 0
 	}
-	if rec, err := p.trustedPlacement(pod); err == nil && p.core.PodAssigned(rec.Group, podrequest.PodKey(pod)) {
+	if rec, err := p.signer.Trusted(pod); err == nil && p.core.PodAssigned(rec.Group, podrequest.PodKey(pod)) {
 		return 0
 	}
 	return int32(n)

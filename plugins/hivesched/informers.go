@@ -16,6 +16,7 @@ import (
 
 	"github.com/hivesched/hivesched/apis/generated/informers/externalversions"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
@@ -161,8 +162,8 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 					logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", req.Group.Name)
 				}
 			}
-			if _, placed := pod.Annotations[AnnotationPlacement]; placed && recovered {
-				if _, err := p.trustedPlacement(pod); err != nil {
+			if _, placed := pod.Annotations[placement.Annotation]; placed && recovered {
+				if _, err := p.signer.Trusted(pod); err != nil {
 					p.refuseRecord(logger, pod, err)
 				}
 			}
@@ -183,8 +184,8 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		if recovered && pod.Spec.NodeName != "" && !p.groups.isPinned(pod) {
 			// Bound: its group is the one its record names (the record
 			// is what a restart reads).
-			if rec, err := p.trustedPlacement(pod); err == nil {
-				p.groups.trackRecorded(pod, rec.request())
+			if rec, err := p.signer.Trusted(pod); err == nil {
+				p.groups.trackRecorded(pod, rec.Request())
 				p.adopt(logger, pod, rec)
 			}
 		}
@@ -201,7 +202,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		if group != "" && recovered && p.needsDowngradeRecord(pod, group) {
 			// Bound after its group's downgrade (or a patch was lost): the
 			// record writer checks with the core and records it.
-			p.records.add(pod)
+			p.records.Add(pod)
 		}
 		return
 	}

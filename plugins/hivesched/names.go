@@ -1,10 +1,14 @@
 package hivesched
 
-import "github.com/hivesched/hivesched/plugins/podrequest"
+import (
+	"github.com/hivesched/hivesched/plugins/placement"
+	"github.com/hivesched/hivesched/plugins/podrequest"
+)
 
 // The names pods and nodes carry for hivesched, as users, cmd/ and test/
 // know them from this package. Each is defined in the package that reads
-// or writes it (how a pod asks: podrequest).
+// or writes it: how a pod asks (podrequest), what it is bound with
+// (placement).
 const (
 	HivedSpecAnnotation           = podrequest.HivedSpecAnnotation
 	HivedSchedulingEnableResource = podrequest.HivedSchedulingEnableResource
@@ -16,16 +20,10 @@ const (
 	AnnotationPinnedCell          = podrequest.AnnotationPinnedCell
 	AnnotationLazyPreemption      = podrequest.AnnotationLazyPreemption
 	LabelSpreadKey                = podrequest.LabelSpreadKey
-)
 
-const (
-	// HivedIsolationAnnotation is written at bind: the pod's leaf cell
-	// (device) indices, comma separated, as HiveD writes it.
-	HivedIsolationAnnotation = "hivedscheduler.microsoft.com/pod-leaf-cell-isolation"
-
-	// AnnotationPlacement is written at bind: the group and this pod's cells,
-	// which a restarted scheduler recovers its state from.
-	AnnotationPlacement = "hivesched.io/placement"
-	// AnnotationLeafCellIndices is written at bind: the pod's device indices.
-	AnnotationLeafCellIndices = "hivesched.io/leaf-cell-indices"
+	AnnotationPlacement          = placement.Annotation
+	AnnotationPlacementSignature = placement.AnnotationSignature
+	AnnotationLeafCellIndices    = placement.AnnotationLeafCellIndices
+	HivedIsolationAnnotation     = placement.AnnotationHivedIsolation
+	PlacementKeySecret           = placement.KeySecret
 )

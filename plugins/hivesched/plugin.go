@@ -49,6 +49,7 @@ import (
 	"github.com/hivesched/hivesched/apis/config/validation"
 	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
@@ -71,10 +72,10 @@ type HiveSched struct {
 	vcs           *vcRegistry
 	nonLeafTypes  map[string]leafCount // cell types that are not leaf cell types
 	evictor       *evictor
-	victimGrace   int64         // seconds: the most a victim pod is given to stop
-	records       *recordWriter // placement records of downgraded groups
-	statusKick    chan struct{} // a VC status may have changed
-	signer        *placementSigner
+	victimGrace   int64                   // seconds: the most a victim pod is given to stop
+	records       *placement.RecordWriter // placement records of downgraded groups
+	statusKick    chan struct{}           // a VC status may have changed
+	signer        *placement.Signer
 	devices       *deviceInputs // device health and foreign pods' devices, per node
 	ags           *agTracker    // AffinityGroup lifecycles; nil with affinityGroupStatus: false
 	agRetention   time.Duration // how long a finished AffinityGroup is kept
@@ -188,25 +189,25 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	p.victimGrace = args.VictimGracePeriodSeconds
 	p.evictor = newEvictor(ctx, p.deletePod, p.stillVictim)
 	p.bindEvictor = newEvictor(ctx, p.deletePod, p.stillGivenUp)
-	p.records = newRecordWriter(p.syncDowngradeRecord, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
 	}
-	if p.signer, err = loadPlacementKey(ctx, h.ClientSet()); err != nil {
-		p.records.queue.ShutDown()
+	if p.signer, err = placement.LoadSigner(ctx, h.ClientSet()); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
+	pods := h.SharedInformerFactory().Core().V1().Pods()
+	p.records = placement.NewDowngradeWriter(h.ClientSet(), pods.Lister(), pods.Informer().HasSynced, p.signer, p.groupDowngraded)
 	// Fail at start, not at the first pod, when the CRD is missing.
 	if _, err := vcClient.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		p.records.queue.ShutDown()
+		p.records.ShutDown()
 		return nil, fmt.Errorf("%s: listing virtual clusters (is the CRD installed?): %w", Name, err)
 	}
 	if _, err := vcClient.HiveschedV1alpha1().AffinityGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		p.records.queue.ShutDown()
+		p.records.ShutDown()
 		return nil, fmt.Errorf("%s: listing affinity groups (is the CRD manifests/crds/hivesched.io_affinitygroups.yaml installed?): %w", Name, err)
 	}
 	if p.pgs, err = newPodGroups(kc); err != nil {
-		p.records.queue.ShutDown()
+		p.records.ShutDown()
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	if !awaitLeadership.Load() {
@@ -214,7 +215,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		// elsewhere meanwhile, so the state is rebuilt before any
 		// scheduling, from the API server (the informers are not started).
 		if err := p.recoverFromAPI(ctx); err != nil {
-			p.records.queue.ShutDown()
+			p.records.ShutDown()
 			return nil, fmt.Errorf("%s: recovering allocations: %w", Name, err)
 		}
 	} else {
@@ -222,13 +223,13 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	if args.InspectBindAddress != "" {
 		if _, err := p.startInspect(ctx, args.InspectBindAddress); err != nil {
-			p.records.queue.ShutDown()
+			p.records.ShutDown()
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 	}
 	registerMetrics(p, ctx.Done())
 	p.startInformers(ctx)
-	go p.records.run(ctx)
+	go p.records.Run(ctx)
 	go p.runStatusWriter(ctx)
 	go p.runHoldJanitor(ctx)
 	go p.runAGWriter(ctx)
@@ -326,7 +327,7 @@ func (p *HiveSched) ours(pod *v1.Pod) bool {
 		return true
 	}
 	if pod.Spec.NodeName != "" {
-		return p.signer.verify(pod)
+		return p.signer.Verify(pod)
 	}
 	return p.schedulerName == "" || pod.Spec.SchedulerName == p.schedulerName
 }
@@ -899,14 +900,7 @@ func (p *HiveSched) placementAnnotations(s *cycleState, pod *v1.Pod) (map[string
 	if err != nil {
 		return nil, err
 	}
-	ann := map[string]string{
-		AnnotationPlacement:       newPlacementRecord(req.Group, pp, p.groupDowngraded(s.group)).encode(),
-		AnnotationLeafCellIndices: indicesString(pp.LeafCellIndices),
-	}
-	if req.Hived {
-		ann[HivedIsolationAnnotation] = indicesString(pp.LeafCellIndices)
-	}
-	return p.signedAnnotations(pod, ann), nil
+	return p.signer.Annotations(pod, placement.NewRecord(req.Group, pp, p.groupDowngraded(s.group)), req.Hived), nil
 }
 
 // Bind binds our pods with their placement in one API call: the API server

@@ -52,29 +52,6 @@ func TestNodeHealth(t *testing.T) {
 	require.Equal(t, cellcore.NodeRetired, nodeHealth(retired))
 }
 
-func TestPlacementRecordRoundTrip(t *testing.T) {
-	g := cellcore.AffinityGroupSpec{Name: "ns/g", Namespace: "ns", VirtualCluster: "vc", Priority: 3, Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 4}}}
-	rec := newPlacementRecord(g, cellcore.PodPlacement{Node: "n1", LeafCellType: "V100", LeafCellIndices: []int32{4, 5, 6, 7}}, false)
-	back, err := decodePlacement(rec.encode())
-	require.NoError(t, err)
-	require.Equal(t, g, back.spec())
-	require.Equal(t, "n1", back.Node)
-	require.False(t, back.Downgraded)
-	require.NotContains(t, rec.encode(), "downgraded", "records of groups never downgraded read as before")
-	_, err = decodePlacement(`{"group":"x"}`)
-	require.Error(t, err)
-	require.Equal(t, "4,5,6,7", indicesString(rec.LeafCellIndices))
-
-	// A lazy downgrade is part of the record; the spec keeps the priority
-	// the pods asked for (recovery downgrades it again).
-	down := newPlacementRecord(g, cellcore.PodPlacement{Node: "n1", LeafCellIndices: []int32{0}}, true)
-	require.Contains(t, down.encode(), `"downgraded":true`)
-	back, err = decodePlacement(down.encode())
-	require.NoError(t, err)
-	require.True(t, back.Downgraded)
-	require.Equal(t, g, back.spec())
-}
-
 func TestCellsSummaryNamesPinnedCells(t *testing.T) {
 	spec := func(pinned ...string) hv1.VirtualClusterSpec {
 		s := hv1.VirtualClusterSpec{VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-NODE", CellNumber: 2}, {CellType: "T4-NODE", CellNumber: 0}}}

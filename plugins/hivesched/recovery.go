@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
@@ -124,10 +125,10 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 		if pod.Spec.NodeName == "" || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
 			continue
 		}
-		if _, ok := pod.Annotations[AnnotationPlacement]; !ok {
+		if _, ok := pod.Annotations[placement.Annotation]; !ok {
 			continue
 		}
-		rec, err := p.trustedPlacement(pod)
+		rec, err := p.signer.Trusted(pod)
 		if err != nil {
 			untrusted++
 			if report {
@@ -178,7 +179,7 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 // recordedPod is a bound pod and its trusted placement record.
 type recordedPod struct {
 	pod *v1.Pod
-	rec placementRecord
+	rec placement.Record
 }
 
 // refuseRecord reports a bound pod whose placement record is not trusted:
@@ -198,10 +199,10 @@ func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedP
 	var rp []cellcore.RecoveredPod
 	recorded := false // some pod's record says the group had been downgraded
 	for _, m := range ms {
-		rp = append(rp, cellcore.RecoveredPod{PodKey: podrequest.PodKey(m.pod), Node: m.rec.Node, LeafCellIndices: m.rec.LeafCellIndices, Downgraded: m.rec.Downgraded})
+		rp = append(rp, m.rec.Recovered(m.pod))
 		recorded = recorded || m.rec.Downgraded
 	}
-	res, err := p.core.RecoverAffinityGroup(ms[0].rec.spec(), rp)
+	res, err := p.core.RecoverAffinityGroup(ms[0].rec.Spec(), rp)
 	if err != nil {
 		logger.Error(err, "affinity group not recovered", "group", name)
 		for _, m := range ms {
@@ -210,7 +211,7 @@ func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedP
 		return err
 	}
 	for _, m := range ms {
-		p.groups.trackRecorded(m.pod, m.rec.request())
+		p.groups.trackRecorded(m.pod, m.rec.Request())
 	}
 	p.statusChanged()
 	if res.Downgraded {
@@ -233,7 +234,7 @@ func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedP
 // rebuilt from its bound members' records, so that its cells are never
 // handed out again; a group the core holds with other cells cannot take it,
 // which is reported.
-func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placementRecord) {
+func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placement.Record) {
 	if p.core.PodAssigned(rec.Group, podrequest.PodKey(pod)) {
 		return
 	}
@@ -249,7 +250,7 @@ func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placementRecord) 
 		if other.UID == pod.UID || other.Spec.NodeName == "" || other.DeletionTimestamp != nil {
 			continue
 		}
-		if r, err := p.trustedPlacement(other); err == nil && r.Group == rec.Group {
+		if r, err := p.signer.Trusted(other); err == nil && r.Group == rec.Group {
 			ms = append(ms, recordedPod{other, r})
 		}
 	}

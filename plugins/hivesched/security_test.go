@@ -4,10 +4,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/placement"
 )
 
 // A pod's group is read once: relabelling it later neither moves it to
@@ -64,45 +63,11 @@ func TestTrackRecordedUsesTheRecordsGroup(t *testing.T) {
 	p := pod(map[string]string{LabelVirtualCluster: "vc1", LabelAffinityGroup: "relabelled"}, map[string]string{AnnotationGroupMembers: "1"}, 8)
 	p.UID = "uid1"
 	x.track(p, gpu)
-	rec := placementRecord{Group: "ns/placed", VirtualCluster: "vc1", Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 8}},
+	rec := placement.Record{Group: "ns/placed", VirtualCluster: "vc1", Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 8}},
 		Node: "n1", LeafCellIndices: []int32{0, 1, 2, 3, 4, 5, 6, 7}}
-	x.trackRecorded(p, rec.request())
+	x.trackRecorded(p, rec.Request())
 	require.True(t, x.isPinned(p))
 	require.Equal(t, "ns/placed", x.groupOf(p))
 	require.Zero(t, x.memberCount("ns/relabelled"))
 	require.Equal(t, 1, x.memberCount("ns/placed"))
-}
-
-// A signature holds for the pod it was made for only: not for a copy of the
-// annotations on another pod, nor for a changed record.
-func TestPlacementSignature(t *testing.T) {
-	s := &placementSigner{key: []byte("0123456789abcdef0123456789abcdef")}
-	rec := `{"group":"ns/g","virtualCluster":"vc1","priority":0,"members":[{"podNumber":1,"leafCellNumber":8}],"node":"n1","leafCellIndices":[0,1,2,3,4,5,6,7]}`
-	mk := func(uid types.UID, ns string) *v1.Pod {
-		p := pod(nil, map[string]string{AnnotationPlacement: rec}, 8)
-		p.UID, p.Namespace = uid, ns
-		return p
-	}
-	p := mk("uid1", "ns")
-	p.Annotations[AnnotationPlacementSignature] = s.sign(p, rec)
-	require.True(t, s.verify(p))
-
-	copied := mk("uid2", "ns")
-	copied.Annotations[AnnotationPlacementSignature] = p.Annotations[AnnotationPlacementSignature]
-	require.False(t, s.verify(copied), "a copy on another pod")
-
-	otherNS := mk("uid1", "other")
-	otherNS.Annotations[AnnotationPlacementSignature] = p.Annotations[AnnotationPlacementSignature]
-	require.False(t, s.verify(otherNS), "another namespace")
-
-	changed := p.DeepCopy()
-	changed.Annotations[AnnotationPlacement] = rec[:len(rec)-1] + `,"downgraded":true}`
-	require.False(t, s.verify(changed), "a changed record")
-
-	other := &placementSigner{key: []byte("fedcba9876543210fedcba9876543210")}
-	require.False(t, other.verify(p), "another key")
-	var none *placementSigner
-	require.False(t, none.verify(p))
-	unsigned := mk("uid3", "ns")
-	require.False(t, s.verify(unsigned))
 }

@@ -14,6 +14,7 @@ import (
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
 )
 
 // snapshot is the cluster as the API server has it: every check reads API
@@ -78,14 +79,14 @@ func (h *harness) placements(s *snapshot) ([]placed, []string) {
 		case !ok:
 			bad = append(bad, fmt.Sprintf("pod %s is bound to %s without %s", id, p.Spec.NodeName, hivesched.AnnotationPlacement))
 			continue
-		case p.Annotations[hivesched.AnnotationPlacementSignature] != hivesched.PlacementSignature(h.key, p):
+		case p.Annotations[hivesched.AnnotationPlacementSignature] != placement.Signature(h.key, p):
 			bad = append(bad, fmt.Sprintf("pod %s: its placement record is not signed for it", id))
 			continue
 		case p.Annotations[hivesched.AnnotationLeafCellIndices] == "":
 			bad = append(bad, fmt.Sprintf("pod %s is bound without %s", id, hivesched.AnnotationLeafCellIndices))
 			continue
 		}
-		spec, rp, err := hivesched.RecordedPlacement(p)
+		spec, rp, err := placement.Recorded(p)
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("pod %s: %v (%q)", id, err, raw))
 			continue

@@ -1,4 +1,4 @@
-package hivesched
+package placement
 
 import (
 	"context"
@@ -44,10 +44,10 @@ func TestRecordWriterRetriesAndCollapses(t *testing.T) {
 	pod := func(name string) *v1.Pod { return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}} }
 
 	for i := 0; i < 5; i++ {
-		w.add(pod("a"))
-		w.add(pod("flaky"))
+		w.Add(pod("a"))
+		w.Add(pod("flaky"))
 	}
-	go w.run(ctx)
+	go w.Run(ctx)
 	time.Sleep(150 * time.Millisecond) // WaitForCacheSync polls every 100 ms
 	mu.Lock()
 	require.Empty(t, calls, "nothing is written before the pod informer has synced")
@@ -62,7 +62,7 @@ func TestRecordWriterRetriesAndCollapses(t *testing.T) {
 	require.Zero(t, w.queue.NumRequeues("ns/flaky"), "a write that succeeded forgets its failures")
 
 	// Asked again later: written again (the sync decides whether to patch).
-	w.add(pod("a"))
+	w.Add(pod("a"))
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
