@@ -13,6 +13,7 @@ import (
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	iv1 "github.com/hivesched/hivesched/apis/inspect/v1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/cellspec"
 )
 
 // inspectPlugin is a HiveSched with only what the inspect API reads: a core
@@ -34,7 +35,7 @@ func inspectPlugin(tb testing.TB, nodes int) *HiveSched {
 		}
 		pc.PhysicalCells = append(pc.PhysicalCells, rack)
 	}
-	k, err := cellcore.New(CoreConfig(pc))
+	k, err := cellcore.New(cellspec.Config(pc))
 	require.NoError(tb, err)
 	for r := 0; r < nodes/8; r++ {
 		for n := 0; n < 8; n++ {
@@ -45,7 +46,7 @@ func inspectPlugin(tb testing.TB, nodes int) *HiveSched {
 	for _, vc := range []string{"a", "b"} {
 		obj := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: vc},
 			Spec: hv1.VirtualClusterSpec{VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-NODE", CellNumber: int32(nodes / 4)}}}}
-		_, err := k.SetVirtualCluster(coreVCSpec(obj))
+		_, err := k.SetVirtualCluster(cellspec.VirtualCluster(obj))
 		require.NoError(tb, err)
 		p.vcs.vcs[vc] = &vcEntry{obj: obj, applied: true}
 		for i := 0; i < nodes/8; i++ {

@@ -49,6 +49,7 @@ import (
 	"github.com/hivesched/hivesched/apis/config/validation"
 	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
@@ -70,7 +71,7 @@ type HiveSched struct {
 	agClient      versioned.Interface // AffinityGroup writes, with their own rate limit
 	groups        *groupIndex
 	vcs           *vcRegistry
-	nonLeafTypes  map[string]leafCount // cell types that are not leaf cell types
+	cellTypes     cellspec.CellTypes // what the cell type hierarchy says of a request
 	evictor       *evictor
 	victimGrace   int64                   // seconds: the most a victim pod is given to stop
 	records       *placement.RecordWriter // placement records of downgraded groups
@@ -141,7 +142,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := validation.ValidateHiveSchedArgs(nil, args); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	core, err := cellcore.New(CoreConfig(args.PhysicalCluster))
+	core, err := cellcore.New(cellspec.Config(args.PhysicalCluster))
 	if err != nil {
 		return nil, fmt.Errorf("%s: physical cluster: %w", Name, err)
 	}
@@ -171,7 +172,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		agClient:      agClient,
 		groups:        newGroupIndex(),
 		vcs:           newVCRegistry(),
-		nonLeafTypes:  nonLeafCellTypes(args.PhysicalCluster),
+		cellTypes:     cellspec.NewCellTypes(args.PhysicalCluster),
 		statusKick:    make(chan struct{}, 1),
 		devices:       newDeviceInputs(),
 		bindGate:      newBindGate(int(args.MaxBindingPods)),
@@ -185,7 +186,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 	}
 	p.ags = newAGTracker(args.AffinityGroupStatus)
-	p.warnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
+	p.cellTypes.WarnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.victimGrace = args.VictimGracePeriodSeconds
 	p.evictor = newEvictor(ctx, p.deletePod, p.stillVictim)
 	p.bindEvictor = newEvictor(ctx, p.deletePod, p.stillGivenUp)
@@ -234,84 +235,6 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	go p.runHoldJanitor(ctx)
 	go p.runAGWriter(ctx)
 	return p, nil
-}
-
-// CoreConfig converts the plugin args' physical cluster to the cell core's Config.
-func CoreConfig(pc config.PhysicalClusterSpec) cellcore.Config {
-	cfg := cellcore.Config{CellTypes: map[string]cellcore.CellTypeSpec{}}
-	for n, t := range pc.CellTypes {
-		cfg.CellTypes[n] = cellcore.CellTypeSpec{ChildCellType: t.ChildCellType, ChildCellNumber: t.ChildCellNumber, IsNodeLevel: t.IsNodeLevel}
-	}
-	var conv func(s config.PhysicalCellSpec) cellcore.PhysicalCellSpec
-	conv = func(s config.PhysicalCellSpec) cellcore.PhysicalCellSpec {
-		c := cellcore.PhysicalCellSpec{CellType: s.CellType, CellAddress: s.CellAddress, PinnedCellID: s.PinnedCellID}
-		for _, ch := range s.CellChildren {
-			c.CellChildren = append(c.CellChildren, conv(ch))
-		}
-		return c
-	}
-	for _, s := range pc.PhysicalCells {
-		cfg.PhysicalCells = append(cfg.PhysicalCells, conv(s))
-	}
-	return cfg
-}
-
-// leafCount is a cell type's size: Leaves cells of leaf cell type Leaf.
-type leafCount struct {
-	Leaf   string
-	Leaves int32
-}
-
-// nonLeafCellTypes maps every cell type that is not a leaf cell type to its
-// size in leaf cells. The cell core has validated the hierarchy (no cycles).
-func nonLeafCellTypes(pc config.PhysicalClusterSpec) map[string]leafCount {
-	out := map[string]leafCount{}
-	var size func(t string, depth int) leafCount
-	size = func(t string, depth int) leafCount {
-		ct, ok := pc.CellTypes[t]
-		if !ok || depth > len(pc.CellTypes) {
-			return leafCount{Leaf: t, Leaves: 1}
-		}
-		if c, ok := out[t]; ok {
-			return c
-		}
-		c := size(ct.ChildCellType, depth+1)
-		c.Leaves *= ct.ChildCellNumber
-		out[t] = c
-		return c
-	}
-	for t := range pc.CellTypes {
-		size(t, 0)
-	}
-	return out
-}
-
-// warnSkuTypes logs the skuTypes (HiveD's section, accepted and not used)
-// whose name is not a leaf cell type: most likely a typo in a HiveD config.
-func (p *HiveSched) warnSkuTypes(logger klog.Logger, pc config.PhysicalClusterSpec) {
-	leaves := sets.New[string]()
-	for _, c := range p.nonLeafTypes {
-		leaves.Insert(c.Leaf)
-	}
-	for name := range pc.SkuTypes {
-		if !leaves.Has(name) {
-			logger.Info("physicalCluster.skuTypes names a type that is not a leaf cell type (skuTypes is accepted as in HiveD and not used for scheduling)",
-				"skuType", name, "leafCellTypes", sets.List(leaves))
-		}
-	}
-}
-
-// checkLeafCellType refuses a request for a cell type that is not a leaf
-// cell type (HiveD v2 lets a pod ask for whole cells such as a node): the
-// core counts a pod's cells in leaf cells and would only say the type is
-// unknown.
-func (p *HiveSched) checkLeafCellType(req *podrequest.Request) error {
-	c, ok := p.nonLeafTypes[req.Group.LeafCellType]
-	if !ok {
-		return nil
-	}
-	return fmt.Errorf("cell type %q is not a leaf cell type (one %s is %d %s): ask for leaf cell type %s and count the pod's cells in %s (HiveD: leafCellType, or cellType in version v2)",
-		req.Group.LeafCellType, req.Group.LeafCellType, c.Leaves, c.Leaf, c.Leaf, c.Leaf)
 }
 
 // ours: is the pod this scheduler's? A bound pod is if and only if a
@@ -450,7 +373,7 @@ func reject(state fwk.CycleState, code fwk.Code, msg string) (*fwk.PreFilterResu
 func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	req, err := p.request(pod)
 	if err == nil && req != nil {
-		err = p.checkLeafCellType(req)
+		err = p.cellTypes.CheckLeafCellType(req.Group.LeafCellType)
 	}
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())

@@ -17,6 +17,7 @@ import (
 
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/cellspec"
 )
 
 // vcRegistry is the plugin's view of the VirtualCluster objects: access
@@ -73,32 +74,10 @@ func (r *vcRegistry) object(vc string) *hv1.VirtualCluster {
 	return nil
 }
 
-func coreVCSpec(vc *hv1.VirtualCluster) cellcore.VirtualClusterSpec {
-	s := cellcore.VirtualClusterSpec{Name: vc.Name}
-	for _, c := range vc.Spec.VirtualCells {
-		if c.CellNumber > 0 {
-			s.VirtualCells = append(s.VirtualCells, cellcore.VirtualCellSpec{CellType: c.CellType, CellNumber: c.CellNumber})
-		}
-	}
-	for _, c := range vc.Spec.PinnedCells {
-		s.PinnedCells = append(s.PinnedCells, cellcore.PinnedCellSpec{PinnedCellID: c.PinnedCellID})
-	}
-	s.Sequencer = cellcore.Sequencer(vc.Spec.Sequencer)
-	s.Selector = cellcore.Selector(vc.Spec.Selector)
-	for _, l := range vc.Spec.Limits {
-		if s.Limits == nil {
-			s.Limits = map[string]cellcore.NamespaceLimits{}
-		}
-		s.Limits[l.Namespace] = cellcore.NamespaceLimits{MaxLeafCells: l.MaxLeafCells, MaxRunningGroups: l.MaxRunningGroups,
-			MaxGroupLeafCells: l.MaxGroupLeafCells, MaxPriority: l.MaxPriority}
-	}
-	return s
-}
-
 // applyVC hands a VC's spec to the core. A spec the cluster cannot host is
 // Rejected (status condition and event); the other VCs keep working.
 func (p *HiveSched) applyVC(logger klog.Logger, vc *hv1.VirtualCluster) {
-	res, err := p.core.SetVirtualCluster(coreVCSpec(vc))
+	res, err := p.core.SetVirtualCluster(cellspec.VirtualCluster(vc))
 	p.vcs.mu.Lock()
 	e := p.vcs.vcs[vc.Name]
 	if e == nil {
@@ -384,10 +363,6 @@ func cellsSummary(spec hv1.VirtualClusterSpec) string {
 	}
 	return strings.Join(parts, ",")
 }
-
-// CoreVCSpec is the cell core's view of a VirtualCluster, as the scheduler
-// hands it to the core (cmd/hivesched-sim reads VirtualClusters the same way).
-func CoreVCSpec(vc *hv1.VirtualCluster) cellcore.VirtualClusterSpec { return coreVCSpec(vc) }
 
 // cellsLostCondition says in one sentence which of the VC's leaf cells are
 // lost and why: the nodes, and the pods hivesched did not place that hold

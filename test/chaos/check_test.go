@@ -13,6 +13,7 @@ import (
 
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/hivesched"
 	"github.com/hivesched/hivesched/plugins/placement"
 )
@@ -285,7 +286,7 @@ func (h *harness) oracle(s *snapshot, ps []placed) (*cellcore.Core, error) {
 		_ = core.SetNodeHealth(s.nodes[i].Name, hivesched.NodeHealthOf(&s.nodes[i])) // nodes outside the physical cluster are not its business
 	}
 	for i := range s.vcs {
-		if _, err := core.SetVirtualCluster(hivesched.CoreVCSpec(&s.vcs[i])); err != nil {
+		if _, err := core.SetVirtualCluster(cellspec.VirtualCluster(&s.vcs[i])); err != nil {
 			return nil, fmt.Errorf("VC %s: %w", s.vcs[i].Name, err)
 		}
 	}
@@ -385,7 +386,7 @@ func capacities(cfg cellcore.Config, vcs []hv1.VirtualCluster) (map[string]map[s
 	}
 	out := map[string]map[string]int32{}
 	for i := range vcs {
-		if _, err := core.SetVirtualCluster(hivesched.CoreVCSpec(&vcs[i])); err != nil {
+		if _, err := core.SetVirtualCluster(cellspec.VirtualCluster(&vcs[i])); err != nil {
 			return nil, err
 		}
 		st, _ := core.VirtualClusterStatus(vcs[i].Name)
