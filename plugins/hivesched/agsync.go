@@ -406,15 +406,7 @@ func (p *HiveSched) seedAGs() {
 	if p.ags == nil {
 		return
 	}
-	p.groups.mu.Lock()
-	var pods []*v1.Pod
-	for _, g := range p.groups.groups {
-		for _, pod := range g.pods {
-			pods = append(pods, pod)
-		}
-	}
-	p.groups.mu.Unlock()
-	for _, pod := range pods {
+	for _, pod := range p.groups.AllPods() {
 		if req, err := p.request(pod); err == nil && req != nil {
 			p.ags.seen(pod, req)
 		}
@@ -547,7 +539,7 @@ func (p *HiveSched) syncAG(ctx context.Context, logger klog.Logger, key string, 
 	t := p.ags
 	p.settleGone(ctx, key, e)
 	coreSt, inCore := p.core.AffinityGroupStatus(key)
-	pods := p.groups.pods(key)
+	pods := p.groups.Pods(key)
 	var timedOut []*v1.Pod
 
 	t.mu.Lock()
@@ -742,7 +734,7 @@ func (p *HiveSched) pendingTimeout(e *agEntry) time.Duration {
 // left to their owner unless the VC says to delete them.
 func (p *HiveSched) pendingTimedOut(logger klog.Logger, group string, pods []*v1.Pod) {
 	st, ok := p.core.AffinityGroupState(group)
-	if ok && st == cellcore.AGAllocated && p.groups.boundCount(group) == 0 {
+	if ok && st == cellcore.AGAllocated && p.groups.BoundCount(group) == 0 {
 		// Placed by a PreFilter that ran while the timeout fired: its
 		// members wait at Permit (or bind now, and a bound one is adopted
 		// from its record); the timeout wins.

@@ -118,7 +118,7 @@ func (r *bindRetries) forget(group string) {
 func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, nodeName string) {
 	logger := klog.FromContext(ctx)
 	group := s.group
-	p.groups.unreserveMember(group, pod)
+	p.groups.UnreserveMember(group, pod)
 	if st, ok := p.core.AffinityGroupState(group); !ok || st != cellcore.AGAllocated {
 		// Given up by another member's failure, preempted or deleted
 		// meanwhile: nothing to retry on.
@@ -171,7 +171,7 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 		pod.Name, nodeName, n, s.bindErr, group, joinNames(names))
 	logger.Info("giving up a partly bound placement after binding failures: deleting its bound members", "pod", klog.KObj(pod), "group", group, "node", nodeName, "attempts", n, "bound", names)
 	p.ags.bindGaveUp(group, msg)
-	for _, m := range p.groups.pods(group) {
+	for _, m := range p.groups.Pods(group) {
 		p.event(m, v1.EventTypeWarning, reasonPlacementGivenUp, msg)
 	}
 	for _, b := range p.bindEvictor.evict(logger, bound) {
@@ -183,9 +183,9 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 // Pending (AG x1) and tells the members why.
 func (p *HiveSched) rollBackGivenUp(logger klog.Logger, group, msg string) {
 	p.rollBack(group)
-	p.groups.clearReserved(group)
+	p.groups.ClearReserved(group)
 	p.ags.waiting(group, "BindFailed", msg, nil)
-	for _, m := range p.groups.pods(group) {
+	for _, m := range p.groups.Pods(group) {
 		p.event(m, v1.EventTypeWarning, reasonPlacementGivenUp, msg)
 	}
 	p.rejectWaiting(group, msg)
@@ -200,7 +200,7 @@ func (p *HiveSched) givenUpPreFilter(logger klog.Logger, state fwk.CycleState, g
 	if !p.bindRetries.gaveUp(group) {
 		return false, nil
 	}
-	if p.groups.unused(group) {
+	if p.groups.Unused(group) {
 		p.rollBack(group)
 		logger.V(2).Info("rolled back an abandoned placement: its bound members are gone", "group", group)
 		return true, nil
@@ -213,7 +213,7 @@ func (p *HiveSched) givenUpPreFilter(logger klog.Logger, state fwk.CycleState, g
 // stillGivenUp is the bind evictor's check before every deletion attempt:
 // only members of a group whose placement is still abandoned are deleted.
 func (p *HiveSched) stillGivenUp(pod *v1.Pod) bool {
-	return p.bindRetries.gaveUp(p.groups.groupOf(pod))
+	return p.bindRetries.gaveUp(p.groups.GroupOf(pod))
 }
 
 // boundMembers asks the API server (not the informer) which members of the
@@ -223,7 +223,7 @@ func (p *HiveSched) boundMembers(ctx context.Context, group string) ([]*v1.Pod, 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var out []*v1.Pod
-	for _, m := range p.groups.pods(group) {
+	for _, m := range p.groups.Pods(group) {
 		got, err := p.handle.ClientSet().CoreV1().Pods(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && got.UID != m.UID) {
 			continue // gone or replaced: nothing of it to keep

@@ -267,7 +267,7 @@ func (p *HiveSched) foreignDevices(pod *v1.Pod, deleted bool) int32 {
 	}
 	// The core's own pods, cheapest check first: the group the pod was
 	// tracked in (no record to decode), then its signed record.
-	if g := p.groups.groupOf(pod); g != "" && p.core.PodAssigned(g, podrequest.PodKey(pod)) {
+	if g := p.groups.GroupOf(pod); g != "" && p.core.PodAssigned(g, podrequest.PodKey(pod)) {
 		return 0
 	}
 	if rec, err := p.signer.Trusted(pod); err == nil && p.core.PodAssigned(rec.Group, podrequest.PodKey(pod)) {

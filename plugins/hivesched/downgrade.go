@@ -22,7 +22,7 @@ const ReasonLazilyPreempted = "LazilyPreempted"
 // reports downgrades (PreFilter, VC changes, recovery); it never calls the
 // API server itself.
 func (p *HiveSched) downgraded(logger klog.Logger, group, note string) {
-	pods := p.groups.markDowngraded(group)
+	pods := p.groups.MarkDowngraded(group)
 	for _, pod := range pods {
 		if note != "" {
 			p.event(pod, v1.EventTypeNormal, ReasonLazilyPreempted, note)
@@ -49,7 +49,7 @@ func vcNote(victim, vc, change string) string {
 // needsDowngradeRecord: the pod is running with a persisted placement of a
 // group the core may have downgraded, and its record does not say so yet.
 func (p *HiveSched) needsDowngradeRecord(pod *v1.Pod, group string) bool {
-	if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || !p.groups.mayBeDowngraded(group) {
+	if pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil || !p.groups.MayBeDowngraded(group) {
 		return false
 	}
 	raw, ok := pod.Annotations[placement.Annotation]
@@ -64,7 +64,7 @@ func (p *HiveSched) needsDowngradeRecord(pod *v1.Pod, group string) bool {
 // group index's mark only says it was at some point (a group rolled back and
 // placed again is guaranteed again).
 func (p *HiveSched) groupDowngraded(group string) bool {
-	if !p.groups.mayBeDowngraded(group) {
+	if !p.groups.MayBeDowngraded(group) {
 		return false
 	}
 	st, ok := p.core.AffinityGroupStatus(group)

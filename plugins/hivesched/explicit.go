@@ -31,10 +31,10 @@ func (p *HiveSched) rereadRefused(logger klog.Logger, namespace string, match fu
 	}
 	activate := map[string]*v1.Pod{}
 	for _, pod := range pods {
-		if pod.Spec.NodeName != "" || !match(pod) || !p.groups.forgetRefused(pod) {
+		if pod.Spec.NodeName != "" || !match(pod) || !p.groups.ForgetRefused(pod) {
 			continue
 		}
-		p.groups.track(pod, p.resource) // read again, and counted for the gang gate
+		p.groups.Track(pod) // read again, and counted for the gang gate
 		activate[pod.Namespace+"/"+pod.Name] = pod
 	}
 	if len(activate) > 0 {

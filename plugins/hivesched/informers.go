@@ -86,9 +86,7 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 		lookups.Workloads = p.wl.listers
 	}
 	p.resolver = podrequest.NewResolver(p.resource, lookups)
-	p.groups.mu.Lock()
-	p.groups.resolver = p.resolver
-	p.groups.mu.Unlock()
+	p.groups.SetResolver(p.resolver)
 	vf.Start(ctx.Done())
 	p.startPodGroupInformer(ctx, logger)
 }
@@ -157,7 +155,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 			// Bound, and not by a hivesched (or its record was tampered
 			// with): never a member of a group. Forget it if it was
 			// tracked while pending.
-			if req, _ := p.groups.untrack(pod); req != nil && recovered {
+			if req, _ := p.groups.Untrack(pod); req != nil && recovered {
 				if _, err := p.core.DeletePod(req.Group.Name, podrequest.PodKey(pod)); err != nil {
 					logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", req.Group.Name)
 				}
@@ -169,27 +167,27 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 			}
 		}
 		if deleted {
-			p.groups.forgetRefusal(pod)
+			p.groups.ForgetRefusal(pod)
 		}
 		return
 	}
 	// A terminating pod still holds its devices until it is gone: its cells
 	// are released on deletion (or once it has finished), not before.
 	if !deleted && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
-		if p.groups.specChanged(pod) {
+		if p.groups.SpecChanged(pod) {
 			p.event(pod, v1.EventTypeWarning, "SchedulingSpecChangeIgnored", fmt.Sprintf(
 				"the labels or annotations that make this pod's request changed after hivesched read them: a pod stays in the affinity group it first asked for (%s); delete and recreate the pod to change its request",
-				p.groups.groupOf(pod)))
+				p.groups.GroupOf(pod)))
 		}
-		if recovered && pod.Spec.NodeName != "" && !p.groups.isPinned(pod) {
+		if recovered && pod.Spec.NodeName != "" && !p.groups.IsPinned(pod) {
 			// Bound: its group is the one its record names (the record
 			// is what a restart reads).
 			if rec, err := p.signer.Trusted(pod); err == nil {
-				p.groups.trackRecorded(pod, rec.Request())
+				p.groups.TrackRecorded(pod, rec.Request())
 				p.adopt(logger, pod, rec)
 			}
 		}
-		group, complete := p.groups.track(pod, p.resource)
+		group, complete := p.groups.Track(pod)
 		if group != "" && recovered {
 			if req, err := p.request(pod); err == nil && req != nil {
 				p.ags.seen(pod, req)
@@ -207,7 +205,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		return
 	}
 	if !recovered {
-		p.groups.untrack(pod)
+		p.groups.Untrack(pod)
 		return
 	}
 	// Release the cells before the pod leaves the index: while it is in
@@ -215,10 +213,10 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	// (hintPodDeleted), so none is tried against cells about to be freed.
 	var res cellcore.PodDeletion
 	var err error
-	if group := p.groups.groupOf(pod); group != "" {
+	if group := p.groups.GroupOf(pod); group != "" {
 		res, err = p.core.DeletePod(group, podrequest.PodKey(pod))
 	}
-	req, empty := p.groups.untrack(pod)
+	req, empty := p.groups.Untrack(pod)
 	if req == nil {
 		return
 	}

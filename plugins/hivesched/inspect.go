@@ -346,7 +346,7 @@ func (p *HiveSched) inspectGroup(name string, full bool) (iv1.AffinityGroup, []c
 	g := iv1.AffinityGroup{Name: name, VirtualCluster: st.VirtualCluster, State: st.State.String(), Priority: st.Priority,
 		Downgraded: st.Downgraded, Reason: reason, Victims: victims}
 	names := map[string]string{}
-	for _, pod := range p.groups.pods(name) {
+	for _, pod := range p.groups.Pods(name) {
 		names[podrequest.PodKey(pod)] = pod.Namespace + "/" + pod.Name
 	}
 	for _, pp := range st.Pods {
@@ -384,7 +384,7 @@ func (p *HiveSched) explainPod(ns, name string) (iv1.PodExplanation, int, error)
 	group := req.Group.Name
 	g, holders, known := p.inspectGroup(group, true)
 	if !known {
-		have, want := p.groups.memberCount(group), req.TotalPods()
+		have, want := p.groups.MemberCount(group), req.TotalPods()
 		switch {
 		case pod.Spec.NodeName != "":
 			e.Summary = fmt.Sprintf("pod %s runs on node %s, but the scheduler does not hold its affinity group %s (it was not bound by hivesched, or its record was not trusted: see the pod's events)", key, pod.Spec.NodeName, group)

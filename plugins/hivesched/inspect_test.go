@@ -14,6 +14,7 @@ import (
 	iv1 "github.com/hivesched/hivesched/apis/inspect/v1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
+	"github.com/hivesched/hivesched/plugins/groupindex"
 )
 
 // inspectPlugin is a HiveSched with only what the inspect API reads: a core
@@ -42,7 +43,7 @@ func inspectPlugin(tb testing.TB, nodes int) *HiveSched {
 			require.NoError(tb, k.SetNodeHealth(fmt.Sprintf("r%d-n%d", r, n), cellcore.NodeHealthy))
 		}
 	}
-	p := &HiveSched{core: k, groups: newGroupIndex(), vcs: newVCRegistry()}
+	p := &HiveSched{core: k, groups: groupindex.New("nvidia.com/gpu"), vcs: newVCRegistry()}
 	for _, vc := range []string{"a", "b"} {
 		obj := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: vc},
 			Spec: hv1.VirtualClusterSpec{VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-NODE", CellNumber: int32(nodes / 4)}}}}

@@ -50,6 +50,7 @@ import (
 	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
+	"github.com/hivesched/hivesched/plugins/groupindex"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
@@ -69,7 +70,7 @@ type HiveSched struct {
 	schedulerName string // pods of other schedulers are not ours
 	vcClient      versioned.Interface
 	agClient      versioned.Interface // AffinityGroup writes, with their own rate limit
-	groups        *groupIndex
+	groups        *groupindex.Index
 	vcs           *vcRegistry
 	cellTypes     cellspec.CellTypes // what the cell type hierarchy says of a request
 	evictor       *evictor
@@ -170,7 +171,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		statusEvery:   time.Duration(args.StatusUpdateIntervalSeconds) * time.Second,
 		vcClient:      vcClient,
 		agClient:      agClient,
-		groups:        newGroupIndex(),
+		groups:        groupindex.New(v1.ResourceName(args.LeafCellResourceName)),
 		vcs:           newVCRegistry(),
 		cellTypes:     cellspec.NewCellTypes(args.PhysicalCluster),
 		statusKick:    make(chan struct{}, 1),
@@ -246,7 +247,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 // A pod tracked from its record stays ours until it is gone: it is keyed by
 // UID, and removing its annotations later must not free the cells it runs on.
 func (p *HiveSched) ours(pod *v1.Pod) bool {
-	if p.groups.isPinned(pod) {
+	if p.groups.IsPinned(pod) {
 		return true
 	}
 	if pod.Spec.NodeName != "" {
@@ -257,7 +258,7 @@ func (p *HiveSched) ours(pod *v1.Pod) bool {
 
 // request returns the pod's parsed request (cached per pod version).
 func (p *HiveSched) request(pod *v1.Pod) (*podrequest.Request, error) {
-	return p.groups.request(pod, p.resource)
+	return p.groups.Request(pod)
 }
 
 // --- PreEnqueue and QueueSort ---
@@ -271,11 +272,11 @@ func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	}
 	// Count the pod itself: the scheduler's queue may see it before our
 	// informer handler does.
-	if _, complete := p.groups.track(pod, p.resource); complete {
+	if _, complete := p.groups.Track(pod); complete {
 		// This pod completes its gang: the members gated before it may go.
 		go p.activate(klog.FromContext(ctx), []string{req.Group.Name})
 	}
-	have := p.groups.memberCount(req.Group.Name)
+	have := p.groups.MemberCount(req.Group.Name)
 	if want := req.TotalPods(); have < want {
 		if st, ok := p.core.AffinityGroupState(req.Group.Name); ok && (st == cellcore.AGAllocated || st == cellcore.AGBeingPreempted) {
 			return nil // a replacement member of a running group
@@ -333,12 +334,12 @@ type queueKey struct {
 }
 
 func (p *HiveSched) sequenceKey(pod *v1.Pod) queueKey {
-	k := p.groups.sortKey(pod, p.resource)
-	prio := int32(min(max(k.priority, math.MinInt32), math.MaxInt32))
-	if k.vc == "" {
-		return queueKey{seq: cellcore.SequenceKey{Priority: prio, Age: k.created.UnixNano()}, group: k.group}
+	k := p.groups.SortKey(pod)
+	prio := int32(min(max(k.Priority, math.MinInt32), math.MaxInt32))
+	if k.VC == "" {
+		return queueKey{seq: cellcore.SequenceKey{Priority: prio, Age: k.Created.UnixNano()}, group: k.Group}
 	}
-	return queueKey{seq: p.core.SequenceKeyOf(k.vc, k.namespace, prio, k.created), group: k.group}
+	return queueKey{seq: p.core.SequenceKeyOf(k.VC, k.Namespace, prio, k.Created), group: k.Group}
 }
 
 // --- PreFilter, Filter, PostFilter ---
@@ -415,7 +416,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		}
 		if rolledBack {
 			agState = cellcore.AGPending
-			if have, want := p.groups.memberCount(name), req.TotalPods(); have < want {
+			if have, want := p.groups.MemberCount(name), req.TotalPods(); have < want {
 				// Its bound members were deleted: placed anew once its
 				// owner has created them again (PreEnqueue holds it).
 				return reject(state, fwk.UnschedulableAndUnresolvable,
@@ -425,7 +426,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	// A group allocated long ago whose pods never bound (another plugin keeps
 	// rejecting its nodes) gives its cells back and is placed again.
-	if hasGroup && agState == cellcore.AGAllocated && p.groups.staleAllocation(name, p.permitTimeout) {
+	if hasGroup && agState == cellcore.AGAllocated && p.groups.StaleAllocation(name, p.permitTimeout) {
 		if err := p.core.RollbackAffinityGroup(name); err == nil {
 			klog.FromContext(ctx).V(2).Info("rolled back a group whose pods never bound", "group", name)
 			agState = cellcore.AGPending
@@ -461,7 +462,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		// Events and the placement records, the latter in the background.
 		vc := p.groupVC(g)
 		preemptedGroups.WithLabelValues(vc, "lazy").Inc()
-		preemptedPods.WithLabelValues(vc, "lazy").Add(float64(p.groups.memberCount(g)))
+		preemptedPods.WithLabelValues(vc, "lazy").Add(float64(p.groups.MemberCount(g)))
 		p.downgraded(klog.FromContext(ctx), g, lazyNote(g, name, req.Group.Priority, req.Group.VirtualCluster))
 	}
 	if d.Kind == cellcore.Preempt {
@@ -480,7 +481,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			}
 			return reject(state, fwk.UnschedulableAndUnresolvable, msg)
 		}
-		p.groups.allocated(name)
+		p.groups.Allocated(name)
 		if pgCycle != nil {
 			p.holds.add(name, pgCycle)
 		}
@@ -632,7 +633,7 @@ func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v
 // back; a resolvable rejection (the node is busy now) keeps the cells until
 // PreFilter finds the placement stale (twice the Permit timeout).
 func (p *HiveSched) releaseRejectedPlacement(logger klog.Logger, pod *v1.Pod, s *cycleState, st *fwk.Status) {
-	if st == nil || st.Code() != fwk.UnschedulableAndUnresolvable || !p.groups.unused(s.group) {
+	if st == nil || st.Code() != fwk.UnschedulableAndUnresolvable || !p.groups.Unused(s.group) {
 		return
 	}
 	if err := p.core.RollbackAffinityGroup(s.group); err != nil {
@@ -656,7 +657,7 @@ func (p *HiveSched) releaseRejectedPlacement(logger klog.Logger, pod *v1.Pod, s 
 func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group string, victims []string) {
 	var pods []*v1.Pod
 	for _, victim := range victims {
-		vps := p.groups.pods(victim)
+		vps := p.groups.Pods(victim)
 		if len(vps) == 0 {
 			// No pod left to delete: the group is gone as far as Kubernetes
 			// knows. No deletion event will requeue the preemptors it frees.
@@ -674,7 +675,7 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 		p.ags.preempted(victim, group)
 	}
 	for _, vp := range p.evictor.evict(logger, pods) {
-		victim := p.groups.groupOf(vp)
+		victim := p.groups.GroupOf(vp)
 		preemptedPods.WithLabelValues(p.groupVC(victim), "delete").Inc()
 		logger.Info("preempting", "victim", klog.KObj(vp), "group", victim, "preemptor", klog.KObj(preemptor), "preemptorGroup", group)
 		p.event(vp, v1.EventTypeNormal, "Preempted", fmt.Sprintf("preempted by affinity group %s (whole group %s is deleted)", group, victim))
@@ -685,7 +686,7 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 // victim whose preemption was called off (AG x2: its preemptor was deleted
 // or placed elsewhere) is left running.
 func (p *HiveSched) stillVictim(pod *v1.Pod) bool {
-	st, ok := p.core.AffinityGroupState(p.groups.groupOf(pod))
+	st, ok := p.core.AffinityGroupState(p.groups.GroupOf(pod))
 	return ok && st == cellcore.AGBeingPreempted
 }
 
@@ -705,7 +706,7 @@ func (p *HiveSched) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.P
 	case podrequest.PodGroupName(pod) != "":
 		return p.reserveInPodGroupCycle(pod, s)
 	}
-	p.groups.reserve(s.group, pod)
+	p.groups.Reserve(s.group, pod)
 	return nil
 }
 
@@ -727,7 +728,7 @@ func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1
 		p.bindFailed(ctx, s, pod, nodeName)
 		return
 	}
-	if !p.groups.unreserve(s.group, pod) {
+	if !p.groups.Unreserve(s.group, pod) {
 		return // some member is bound: only this pod retries, on the same cells
 	}
 	if bound := p.boundMember(ctx, s.group); bound != "" {
@@ -759,7 +760,7 @@ func (p *HiveSched) rollBack(group string) bool {
 // rejectWaiting rejects the group's members waiting at Permit with msg.
 func (p *HiveSched) rejectWaiting(group, msg string) {
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if p.groups.groupOf(wp.GetPod()) == group {
+		if p.groups.GroupOf(wp.GetPod()) == group {
 			wp.Reject(Name, msg)
 		}
 	})
@@ -788,13 +789,13 @@ func (p *HiveSched) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if s == nil {
 		return nil, 0
 	}
-	ready, want := p.groups.readyCount(s.group)
+	ready, want := p.groups.ReadyCount(s.group)
 	if ready < want {
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d more members of affinity group %s", want-ready, s.group)), p.permitTimeout
 	}
 	var waiting []fwk.WaitingPod
 	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if p.groups.groupOf(wp.GetPod()) == s.group {
+		if p.groups.GroupOf(wp.GetPod()) == s.group {
 			waiting = append(waiting, wp)
 		}
 	})
@@ -953,7 +954,7 @@ func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	if !ok {
 		return fwk.Queue, nil
 	}
-	if p.recovered.Load() && p.groups.groupOf(deleted) != "" {
+	if p.recovered.Load() && p.groups.GroupOf(deleted) != "" {
 		// Our pod informer's handler has not processed the deletion yet:
 		// the core still holds its cells. Requeueing now would let the
 		// pods popped before the release fail and the one popped after it
@@ -974,7 +975,7 @@ func (p *HiveSched) hintPodAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj
 	if !ok {
 		return fwk.Queue, nil
 	}
-	if g := p.groups.groupOf(added); g != "" && g == p.groups.groupOf(pod) {
+	if g := p.groups.GroupOf(added); g != "" && g == p.groups.GroupOf(pod) {
 		return fwk.Queue, nil // one more member of the pod's gang
 	}
 	return fwk.QueueSkip, nil
@@ -984,7 +985,7 @@ func (p *HiveSched) hintPodAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj
 func (p *HiveSched) activate(logger klog.Logger, groups []string) {
 	pods := map[string]*v1.Pod{}
 	for _, g := range groups {
-		for _, pod := range p.groups.pods(g) {
+		for _, pod := range p.groups.Pods(g) {
 			if pod.Spec.NodeName == "" {
 				pods[pod.Namespace+"/"+pod.Name] = pod
 			}

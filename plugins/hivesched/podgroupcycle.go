@@ -133,7 +133,7 @@ func rootCycle(cs fwk.PodGroupCycleState) fwk.PodGroupCycleState {
 // whose cycle ended without binding them.
 func (p *HiveSched) releaseHolds(logger klog.Logger, groups []string, why string) {
 	for _, g := range groups {
-		if !p.groups.unused(g) {
+		if !p.groups.Unused(g) {
 			continue // a member is reserved or bound: the usual path owns it
 		}
 		if p.rollBack(g) {
@@ -174,7 +174,7 @@ func (p *HiveSched) reserveInPodGroupCycle(pod *v1.Pod, s *cycleState) *fwk.Stat
 		!p.core.JoinsPlacement(s.group, podrequest.PodKey(pod), s.leaves) {
 		return fwk.NewStatus(fwk.Unschedulable, "affinity group "+s.group+" no longer holds its cells (its placement was released): it is placed again")
 	}
-	p.groups.reserve(s.group, pod)
+	p.groups.Reserve(s.group, pod)
 	return nil
 }
 

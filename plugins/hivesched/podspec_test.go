@@ -8,12 +8,7 @@ import (
 
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
-	"github.com/hivesched/hivesched/plugins/internal/podtest"
 )
-
-const gpu = podtest.GPU
-
-var pod = podtest.Pod
 
 func TestNodeHealth(t *testing.T) {
 	ready := func(s v1.ConditionStatus) *v1.Node {

@@ -185,7 +185,7 @@ type recordedPod struct {
 // refuseRecord reports a bound pod whose placement record is not trusted:
 // its cells are not hivesched's allocation.
 func (p *HiveSched) refuseRecord(logger klog.Logger, pod *v1.Pod, err error) {
-	if !p.groups.firstRefusal(pod) {
+	if !p.groups.FirstRefusal(pod) {
 		return
 	}
 	logger.Info("placement record not trusted: the pod's cells are not counted as hivesched's", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "err", err)
@@ -211,7 +211,7 @@ func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedP
 		return err
 	}
 	for _, m := range ms {
-		p.groups.trackRecorded(m.pod, m.rec.Request())
+		p.groups.TrackRecorded(m.pod, m.rec.Request())
 	}
 	p.statusChanged()
 	if res.Downgraded {
@@ -246,7 +246,7 @@ func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placement.Record)
 		return
 	}
 	ms := []recordedPod{{pod, rec}}
-	for _, other := range p.groups.pods(rec.Group) {
+	for _, other := range p.groups.Pods(rec.Group) {
 		if other.UID == pod.UID || other.Spec.NodeName == "" || other.DeletionTimestamp != nil {
 			continue
 		}

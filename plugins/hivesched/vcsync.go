@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +17,7 @@ import (
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // vcRegistry is the plugin's view of the VirtualCluster objects: access
@@ -111,20 +111,9 @@ func (p *HiveSched) applyVC(logger klog.Logger, vc *hv1.VirtualCluster) {
 // activateWaiting requeues the unbound pods of a VC's groups and of every
 // opportunistic group (they may use any free cell); with vc "", of all groups.
 func (p *HiveSched) activateWaiting(logger klog.Logger, vc string) {
-	pods := map[string]*v1.Pod{}
-	p.groups.mu.Lock()
-	for _, g := range p.groups.groups {
-		for uid, pod := range g.pods {
-			e, ok := p.groups.parsed[uid]
-			if !ok || e.req == nil || pod.Spec.NodeName != "" {
-				continue
-			}
-			if vc == "" || e.req.Group.VirtualCluster == vc || e.req.Group.Priority < 0 {
-				pods[pod.Namespace+"/"+pod.Name] = pod
-			}
-		}
-	}
-	p.groups.mu.Unlock()
+	pods := p.groups.UnboundPods(func(req *podrequest.Request) bool {
+		return vc == "" || req.Group.VirtualCluster == vc || req.Group.Priority < 0
+	})
 	if len(pods) > 0 {
 		p.handle.Activate(logger, pods)
 	}

@@ -1,4 +1,9 @@
-package hivesched
+// Package groupindex tracks the member pods of every affinity group and
+// each pod's request as first read (what PreEnqueue, QueueSort, Permit and
+// the informers' handlers ask about a group: its members, which are
+// reserved or bound, its queue key). It is fed by the pod informer and
+// never calls the API server.
+package groupindex
 
 import (
 	"math"
@@ -11,10 +16,12 @@ import (
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
-// groupIndex tracks the member pods of every affinity group, from the pod
+// Index tracks the member pods of every affinity group, from the pod
 // informer, and the per-pod parse of their requests. It is what PreEnqueue,
 // QueueSort and Permit read; it never calls the API server.
-type groupIndex struct {
+type Index struct {
+	resource v1.ResourceName // the leaf cell resource pods request
+
 	mu     sync.Mutex
 	parsed map[types.UID]parsedPod
 	groups map[string]*groupMembers
@@ -42,7 +49,7 @@ type groupMembers struct {
 // annotations can be patched at any time, so a later change must not move
 // the pod to another group (the core would never hear of its deletion and
 // its cells would leak). Changes are ignored and reported once
-// (specChanged). A pod whose request was invalid is read again when it
+// (SpecChanged). A pod whose request was invalid is read again when it
 // changes, so that fixing a label works.
 type parsedPod struct {
 	rv     string
@@ -53,17 +60,30 @@ type parsedPod struct {
 	pinned bool   // req comes from the pod's trusted placement record
 }
 
-func newGroupIndex() *groupIndex {
-	return &groupIndex{parsed: map[types.UID]parsedPod{}, groups: map[string]*groupMembers{}}
+// New is an empty index of pods that request leaf cell resource resource.
+// Until SetResolver it reads pods' requests from the pods alone.
+func New(resource v1.ResourceName) *Index {
+	return &Index{resource: resource, parsed: map[types.UID]parsedPod{}, groups: map[string]*groupMembers{}}
 }
 
-func (x *groupIndex) request(pod *v1.Pod, res v1.ResourceName) (*podrequest.Request, error) {
+// SetResolver makes the index read pods' requests through r, from the
+// objects that describe their groups as well as from the pods (the
+// informers r reads from are set up after the index).
+func (x *Index) SetResolver(r *podrequest.Resolver) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.requestLocked(pod, res)
+	x.resolver = r
 }
 
-func (x *groupIndex) requestLocked(pod *v1.Pod, res v1.ResourceName) (*podrequest.Request, error) {
+// Request returns the pod's request (nil: it asks for no cells), read once
+// per pod version and, once valid, kept for good.
+func (x *Index) Request(pod *v1.Pod) (*podrequest.Request, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.requestLocked(pod)
+}
+
+func (x *Index) requestLocked(pod *v1.Pod) (*podrequest.Request, error) {
 	e, ok := x.parsed[pod.UID]
 	if ok && e.req != nil && e.err == nil {
 		return e.req, nil
@@ -76,7 +96,7 @@ func (x *groupIndex) requestLocked(pod *v1.Pod, res v1.ResourceName) (*podreques
 	if x.resolver != nil {
 		req, err = x.resolver.Read(pod)
 	} else {
-		req, err = podrequest.Parse(pod, res)
+		req, err = podrequest.Parse(pod, x.resource)
 	}
 	rv := pod.ResourceVersion
 	if podrequest.IsAwaiting(err) {
@@ -86,10 +106,10 @@ func (x *groupIndex) requestLocked(pod *v1.Pod, res v1.ResourceName) (*podreques
 	return req, err
 }
 
-// forgetRefused drops the cached read of a pod whose request was refused
+// ForgetRefused drops the cached read of a pod whose request was refused
 // or that asked for nothing, so that it is read again (its group's object
 // appeared); it reports whether there was one.
-func (x *groupIndex) forgetRefused(pod *v1.Pod) bool {
+func (x *Index) ForgetRefused(pod *v1.Pod) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e, ok := x.parsed[pod.UID]
@@ -100,9 +120,9 @@ func (x *groupIndex) forgetRefused(pod *v1.Pod) bool {
 	return true
 }
 
-// specChanged reports, once per pod, that the labels or annotations that
+// SpecChanged reports, once per pod, that the labels or annotations that
 // make its request changed after it was read.
-func (x *groupIndex) specChanged(pod *v1.Pod) bool {
+func (x *Index) SpecChanged(pod *v1.Pod) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	e, ok := x.parsed[pod.UID]
@@ -114,9 +134,9 @@ func (x *groupIndex) specChanged(pod *v1.Pod) bool {
 	return true
 }
 
-// trackRecorded tracks a bound pod as a member of the group its trusted
+// TrackRecorded tracks a bound pod as a member of the group its trusted
 // placement record names (recovery, adoption), whatever its labels say.
-func (x *groupIndex) trackRecorded(pod *v1.Pod, req *podrequest.Request) {
+func (x *Index) TrackRecorded(pod *v1.Pod, req *podrequest.Request) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if e, ok := x.parsed[pod.UID]; ok && e.req != nil && e.req.Group.Name != req.Group.Name {
@@ -126,26 +146,26 @@ func (x *groupIndex) trackRecorded(pod *v1.Pod, req *podrequest.Request) {
 	x.trackLocked(pod, req)
 }
 
-// isPinned: the pod's request comes from its trusted placement record.
-func (x *groupIndex) isPinned(pod *v1.Pod) bool {
+// IsPinned: the pod's request comes from its trusted placement record.
+func (x *Index) IsPinned(pod *v1.Pod) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.parsed[pod.UID].pinned
 }
 
-// track records a live pod as a member of its group; it returns the group
+// Track records a live pod as a member of its group; it returns the group
 // and whether this call completed it (every member pod now exists).
-func (x *groupIndex) track(pod *v1.Pod, res v1.ResourceName) (string, bool) {
+func (x *Index) Track(pod *v1.Pod) (string, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	req, err := x.requestLocked(pod, res)
+	req, err := x.requestLocked(pod)
 	if err != nil || req == nil {
 		return "", false
 	}
 	return x.trackLocked(pod, req)
 }
 
-func (x *groupIndex) trackLocked(pod *v1.Pod, req *podrequest.Request) (string, bool) {
+func (x *Index) trackLocked(pod *v1.Pod, req *podrequest.Request) (string, bool) {
 	g := x.groups[req.Group.Name]
 	if g == nil {
 		g = &groupMembers{pods: map[types.UID]*v1.Pod{}, reserved: map[types.UID]bool{}, created: pod.CreationTimestamp.Time}
@@ -159,15 +179,15 @@ func (x *groupIndex) trackLocked(pod *v1.Pod, req *podrequest.Request) (string, 
 	return req.Group.Name, !known && len(g.pods) == req.TotalPods()
 }
 
-// untrack forgets a deleted (or finished) pod; it returns the request it was
+// Untrack forgets a deleted (or finished) pod; it returns the request it was
 // tracked with (nil if none) and whether its group has no member left.
-func (x *groupIndex) untrack(pod *v1.Pod) (*podrequest.Request, bool) {
+func (x *Index) Untrack(pod *v1.Pod) (*podrequest.Request, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.untrackLocked(pod)
 }
 
-func (x *groupIndex) untrackLocked(pod *v1.Pod) (*podrequest.Request, bool) {
+func (x *Index) untrackLocked(pod *v1.Pod) (*podrequest.Request, bool) {
 	e, ok := x.parsed[pod.UID]
 	delete(x.parsed, pod.UID)
 	if !ok || e.req == nil || e.err != nil {
@@ -187,7 +207,8 @@ func (x *groupIndex) untrackLocked(pod *v1.Pod) (*podrequest.Request, bool) {
 	return e.req, false
 }
 
-func (x *groupIndex) groupOf(pod *v1.Pod) string {
+// GroupOf is the group the pod is tracked in ("" if none).
+func (x *Index) GroupOf(pod *v1.Pod) string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if e, ok := x.parsed[pod.UID]; ok && e.req != nil {
@@ -196,7 +217,8 @@ func (x *groupIndex) groupOf(pod *v1.Pod) string {
 	return ""
 }
 
-func (x *groupIndex) memberCount(group string) int {
+// MemberCount is how many member pods of the group exist.
+func (x *Index) MemberCount(group string) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if g := x.groups[group]; g != nil {
@@ -205,7 +227,8 @@ func (x *groupIndex) memberCount(group string) int {
 	return 0
 }
 
-func (x *groupIndex) pods(group string) []*v1.Pod {
+// Pods are the group's member pods.
+func (x *Index) Pods(group string) []*v1.Pod {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	g := x.groups[group]
@@ -219,40 +242,44 @@ func (x *groupIndex) pods(group string) []*v1.Pod {
 	return out
 }
 
-type sortKey struct {
-	priority int64
-	created  time.Time
-	group    string
+// SortKey is what the queue orders a pod by.
+type SortKey struct {
+	Priority int64
+	Created  time.Time // the oldest member's creation
+	Group    string
 	// Of hivesched's groups: the VC and namespace, for the VC's sequencer.
-	vc, namespace string
+	VC, Namespace string
 }
 
-func (x *groupIndex) sortKey(pod *v1.Pod, res v1.ResourceName) sortKey {
+// SortKey is the pod's queue key: its group's priority and age (a plain
+// pod's own), and the group's VC.
+func (x *Index) SortKey(pod *v1.Pod) SortKey {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	req, err := x.requestLocked(pod, res)
+	req, err := x.requestLocked(pod)
 	if err != nil {
 		// A pod whose request is refused goes after every valid one: it
 		// is only retried to report its error again, and whatever priority
 		// it claims (an out-of-range one sorted first) is not its own.
-		return sortKey{priority: math.MinInt32, created: pod.CreationTimestamp.Time, group: pod.Namespace + "/" + pod.Name}
+		return SortKey{Priority: math.MinInt32, Created: pod.CreationTimestamp.Time, Group: pod.Namespace + "/" + pod.Name}
 	}
 	if req == nil {
-		k := sortKey{created: pod.CreationTimestamp.Time, group: pod.Namespace + "/" + pod.Name}
+		k := SortKey{Created: pod.CreationTimestamp.Time, Group: pod.Namespace + "/" + pod.Name}
 		if pod.Spec.Priority != nil {
-			k.priority = int64(*pod.Spec.Priority)
+			k.Priority = int64(*pod.Spec.Priority)
 		}
 		return k
 	}
-	k := sortKey{priority: int64(req.Group.Priority), created: pod.CreationTimestamp.Time, group: req.Group.Name,
-		vc: req.Group.VirtualCluster, namespace: req.Group.Namespace}
+	k := SortKey{Priority: int64(req.Group.Priority), Created: pod.CreationTimestamp.Time, Group: req.Group.Name,
+		VC: req.Group.VirtualCluster, Namespace: req.Group.Namespace}
 	if g := x.groups[req.Group.Name]; g != nil {
-		k.created = g.created
+		k.Created = g.created
 	}
 	return k
 }
 
-func (x *groupIndex) allocated(group string) {
+// Allocated notes that the core placed the group now.
+func (x *Index) Allocated(group string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if g := x.groups[group]; g != nil {
@@ -260,9 +287,9 @@ func (x *groupIndex) allocated(group string) {
 	}
 }
 
-// staleAllocation: the group was placed long ago but none of its members
+// StaleAllocation: the group was placed long ago but none of its members
 // got through (reserved or bound) since.
-func (x *groupIndex) staleAllocation(group string, timeout time.Duration) bool {
+func (x *Index) StaleAllocation(group string, timeout time.Duration) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	g := x.groups[group]
@@ -272,9 +299,9 @@ func (x *groupIndex) staleAllocation(group string, timeout time.Duration) bool {
 	return g.unused()
 }
 
-// unused: no member of the group is reserved or bound, so rolling its
+// Unused: no member of the group is reserved or bound, so rolling its
 // allocation back takes nothing from a running or binding pod.
-func (x *groupIndex) unused(group string) bool {
+func (x *Index) Unused(group string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	g := x.groups[group]
@@ -293,7 +320,8 @@ func (g *groupMembers) unused() bool {
 	return true
 }
 
-func (x *groupIndex) reserve(group string, pod *v1.Pod) {
+// Reserve notes that the member passed its scheduling cycle.
+func (x *Index) Reserve(group string, pod *v1.Pod) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if g := x.groups[group]; g != nil {
@@ -301,9 +329,9 @@ func (x *groupIndex) reserve(group string, pod *v1.Pod) {
 	}
 }
 
-// unreserve reports whether the group has no bound member: then its whole
+// Unreserve reports whether the group has no bound member: then its whole
 // allocation must be rolled back.
-func (x *groupIndex) unreserve(group string, pod *v1.Pod) bool {
+func (x *Index) Unreserve(group string, pod *v1.Pod) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	g := x.groups[group]
@@ -320,8 +348,8 @@ func (x *groupIndex) unreserve(group string, pod *v1.Pod) bool {
 	return true
 }
 
-// boundCount is how many members of the group the informer shows bound.
-func (x *groupIndex) boundCount(group string) int {
+// BoundCount is how many members of the group the informer shows bound.
+func (x *Index) BoundCount(group string) int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	n := 0
@@ -335,9 +363,9 @@ func (x *groupIndex) boundCount(group string) int {
 	return n
 }
 
-// unreserveMember drops one member's reservation and leaves the others:
+// UnreserveMember drops one member's reservation and leaves the others:
 // its binding failed, and it alone retries on the group's cells.
-func (x *groupIndex) unreserveMember(group string, pod *v1.Pod) {
+func (x *Index) UnreserveMember(group string, pod *v1.Pod) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if g := x.groups[group]; g != nil {
@@ -345,9 +373,9 @@ func (x *groupIndex) unreserveMember(group string, pod *v1.Pod) {
 	}
 }
 
-// clearReserved drops every reservation of the group (its allocation was
+// ClearReserved drops every reservation of the group (its allocation was
 // rolled back).
-func (x *groupIndex) clearReserved(group string) {
+func (x *Index) ClearReserved(group string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if g := x.groups[group]; g != nil {
@@ -355,8 +383,8 @@ func (x *groupIndex) clearReserved(group string) {
 	}
 }
 
-// readyCount is how many members are reserved or bound, of how many.
-func (x *groupIndex) readyCount(group string) (int, int) {
+// ReadyCount is how many members are reserved or bound, of how many.
+func (x *Index) ReadyCount(group string) (int, int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	g := x.groups[group]
@@ -378,9 +406,9 @@ func (x *groupIndex) readyCount(group string) (int, int) {
 	return ready, want
 }
 
-// markDowngraded notes that the core downgraded the group to opportunistic
+// MarkDowngraded notes that the core downgraded the group to opportunistic
 // and returns its pods, or nil when no pod of it is known.
-func (x *groupIndex) markDowngraded(group string) []*v1.Pod {
+func (x *Index) MarkDowngraded(group string) []*v1.Pod {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	g := x.groups[group]
@@ -395,18 +423,18 @@ func (x *groupIndex) markDowngraded(group string) []*v1.Pod {
 	return out
 }
 
-// mayBeDowngraded: the core reported the group downgraded since its pods
+// MayBeDowngraded: the core reported the group downgraded since its pods
 // were first seen (ask the core to be sure).
-func (x *groupIndex) mayBeDowngraded(group string) bool {
+func (x *Index) MayBeDowngraded(group string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	g := x.groups[group]
 	return g != nil && g.downgraded
 }
 
-// firstRefusal reports, once per pod, that its placement record was
+// FirstRefusal reports, once per pod, that its placement record was
 // refused (so that a pod updated often gets one event, not one per update).
-func (x *groupIndex) firstRefusal(pod *v1.Pod) bool {
+func (x *Index) FirstRefusal(pod *v1.Pod) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.refused == nil {
@@ -419,8 +447,42 @@ func (x *groupIndex) firstRefusal(pod *v1.Pod) bool {
 	return true
 }
 
-func (x *groupIndex) forgetRefusal(pod *v1.Pod) {
+// ForgetRefusal forgets a deleted pod's refusal.
+func (x *Index) ForgetRefusal(pod *v1.Pod) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.refused, pod.UID)
+}
+
+// UnboundPods are the tracked pods not bound yet whose request match
+// accepts, by namespace/name.
+func (x *Index) UnboundPods(match func(*podrequest.Request) bool) map[string]*v1.Pod {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	pods := map[string]*v1.Pod{}
+	for _, g := range x.groups {
+		for uid, pod := range g.pods {
+			e, ok := x.parsed[uid]
+			if !ok || e.req == nil || pod.Spec.NodeName != "" {
+				continue
+			}
+			if match(e.req) {
+				pods[pod.Namespace+"/"+pod.Name] = pod
+			}
+		}
+	}
+	return pods
+}
+
+// AllPods are every tracked pod.
+func (x *Index) AllPods() []*v1.Pod {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var pods []*v1.Pod
+	for _, g := range x.groups {
+		for _, pod := range g.pods {
+			pods = append(pods, pod)
+		}
+	}
+	return pods
 }
