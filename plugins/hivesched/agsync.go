@@ -22,6 +22,7 @@ import (
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/podrequest"
+	"github.com/hivesched/hivesched/plugins/statuswriter"
 )
 
 // agTracker is the scheduler's view of every affinity group's lifecycle
@@ -37,7 +38,7 @@ import (
 type agTracker struct {
 	mu     sync.Mutex
 	groups map[string]*agEntry // by group name, namespace/name
-	kick   chan struct{}
+	kick   statuswriter.Kick
 	writes bool // create and write AffinityGroup objects
 }
 
@@ -73,7 +74,7 @@ type agEntry struct {
 }
 
 func newAGTracker(writes bool) *agTracker {
-	return &agTracker{groups: map[string]*agEntry{}, kick: make(chan struct{}, 1), writes: writes}
+	return &agTracker{groups: map[string]*agEntry{}, kick: statuswriter.NewKick(), writes: writes}
 }
 
 func splitGroup(group string) (string, string) {
@@ -95,10 +96,7 @@ func (t *agTracker) entryLocked(group string) *agEntry {
 
 func (t *agTracker) changed(e *agEntry) {
 	e.dirty = true
-	select {
-	case t.kick <- struct{}{}:
-	default:
-	}
+	t.kick.Announce()
 }
 
 // specOf is the AffinityGroup spec of a pod's request (the implicit form).
@@ -430,40 +428,14 @@ func (p *HiveSched) agChanged(group string) {
 }
 
 // runAGWriter writes AffinityGroup objects in the background, as the VC
-// writer does: a change is written statusSettle after it is announced, each
-// group at most once per statusEvery; a pass every statusEvery handles the
-// time-driven transitions (pending timeout, expiry).
+// writer does (statuswriter.Run): each group at most once per interval; a
+// pass every interval handles the time-driven transitions (pending
+// timeout, expiry).
 func (p *HiveSched) runAGWriter(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("affinitygroups")
-	tick := time.NewTicker(p.statusEvery)
-	defer tick.Stop()
-	held := time.NewTimer(p.statusEvery)
-	held.Stop()
-	defer held.Stop()
-	settle := min(statusSettle, p.statusEvery)
-	for {
-		all := false
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.ags.kick:
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(settle):
-			}
-			select {
-			case <-p.ags.kick:
-			default:
-			}
-		case <-tick.C:
-			all = true
-		case <-held.C:
-		}
-		if next := p.writeAGs(ctx, logger, time.Now(), all); !next.IsZero() {
-			held.Reset(time.Until(next))
-		}
-	}
+	statuswriter.Run(ctx, p.statusEvery, p.ags.kick, func(now time.Time, all bool) time.Time {
+		return p.writeAGs(ctx, logger, now, all)
+	})
 }
 
 // agWork is one group's snapshot for a write, taken under the tracker's lock.
@@ -722,7 +694,7 @@ func (p *HiveSched) pendingTimeout(e *agEntry) time.Duration {
 	if e.spec.PendingTimeoutSeconds != nil {
 		return time.Duration(*e.spec.PendingTimeoutSeconds) * time.Second
 	}
-	if vc := p.vcs.object(e.spec.VirtualCluster); vc != nil && vc.Spec.PendingTimeoutSeconds != nil {
+	if vc := p.vcs.Object(e.spec.VirtualCluster); vc != nil && vc.Spec.PendingTimeoutSeconds != nil {
 		return time.Duration(*vc.Spec.PendingTimeoutSeconds) * time.Second
 	}
 	return 0
@@ -746,7 +718,7 @@ func (p *HiveSched) pendingTimedOut(logger klog.Logger, group string, pods []*v1
 		if err != nil {
 			logger.Error(err, "forgetting a timed-out affinity group", "group", group)
 		}
-		p.statusChanged()
+		p.vcs.Changed()
 		if res.FreedLeaves > 0 {
 			p.activateWaiting(logger, "")
 		}
@@ -758,7 +730,7 @@ func (p *HiveSched) pendingTimedOut(logger klog.Logger, group string, pods []*v1
 		}
 	}
 	del := false
-	if vc := p.vcs.object(vcName); vc != nil {
+	if vc := p.vcs.Object(vcName); vc != nil {
 		del = vc.Spec.DeletePodsOnPendingTimeout
 	}
 	logger.Info("affinity group pending timeout", "group", group, "deletePods", del)
@@ -850,8 +822,8 @@ func (p *HiveSched) agStatus(e *agEntry, cs cellcore.AffinityGroupStatus, inCore
 // agStatusEqual compares statuses but for condition timestamps.
 func agStatusEqual(a, b hv1.AffinityGroupStatus) bool {
 	a, b = *a.DeepCopy(), *b.DeepCopy()
-	clearConditionTimes(a.Conditions)
-	clearConditionTimes(b.Conditions)
+	statuswriter.ClearConditionTimes(a.Conditions)
+	statuswriter.ClearConditionTimes(b.Conditions)
 	return equality.Semantic.DeepEqual(a, b)
 }
 

@@ -196,8 +196,8 @@ func (d *deviceInputs) coreInput(name string) cellcore.NodeDevices {
 	return cellcore.NodeDevices{Devices: in.devices, Unhealthy: in.unhealthy, Foreign: min(d.perNode[name], math.MaxInt32)}
 }
 
-// foreignPodsOn names (sorted, at most max) the foreign pods on the nodes.
-func (d *deviceInputs) foreignPodsOn(nodes []string, max int) (names []string, more int) {
+// ForeignPodsOn names (sorted, at most max) the foreign pods on the nodes.
+func (d *deviceInputs) ForeignPodsOn(nodes []string, max int) (names []string, more int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	in := map[string]bool{}
@@ -288,7 +288,7 @@ func (p *HiveSched) noteForeign(logger klog.Logger, pod *v1.Pod, deleted, announ
 		p.applyDevices(logger, node)
 	}
 	if len(changed) > 0 {
-		p.statusChanged()
+		p.vcs.Changed()
 		if n == 0 {
 			// Devices came free: the pods waiting for them may go.
 			p.activateWaiting(logger, "")

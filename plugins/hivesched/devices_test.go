@@ -63,7 +63,7 @@ func TestDeviceInputsForeignCounts(t *testing.T) {
 	require.Nil(t, d.setForeign("a", "ns/a", "n0", 2), "unchanged")
 	require.Equal(t, []string{"n0"}, d.setForeign("b", "ns/b", "n0", 3))
 	require.EqualValues(t, 5, d.coreInput("n0").Foreign)
-	names, more := d.foreignPodsOn([]string{"n0"}, 1)
+	names, more := d.ForeignPodsOn([]string{"n0"}, 1)
 	require.Equal(t, []string{"ns/a"}, names)
 	require.Equal(t, 1, more)
 	require.Equal(t, []string{"n0"}, d.setForeign("a", "ns/a", "", 0))

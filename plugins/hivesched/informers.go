@@ -109,7 +109,7 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 		return
 	}
 	if !deleted && p.onNodeDevices(logger, n) {
-		p.statusChanged()
+		p.vcs.Changed()
 		p.activateWaiting(logger, "")
 	}
 	if old == h {
@@ -121,7 +121,7 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 	}
 	healthChanges.WithLabelValues(healthLabel(h)).Inc()
 	logger.V(2).Info("node health", "node", n.Name, "from", old, "to", h)
-	p.statusChanged()
+	p.vcs.Changed()
 	if h == cellcore.NodeHealthy {
 		// Capacity came back. The queue's own node-update hint may have run
 		// before this handler, so requeue the waiting pods here.
@@ -225,7 +225,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", group)
 	}
 	p.ags.gone(group, pod, deleted, empty)
-	p.statusChanged()
+	p.vcs.Changed()
 	freed := res.FreedLeaves
 	if empty {
 		p.bindRetries.forget(group)

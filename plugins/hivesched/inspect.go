@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 
-	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	iv1 "github.com/hivesched/hivesched/apis/inspect/v1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/podrequest"
@@ -243,25 +242,7 @@ func (p *HiveSched) chainLevels(recs []cellcore.CellRecord, top int) []string {
 
 // inspectVCs describes the VCs the scheduler knows (one if name is set).
 func (p *HiveSched) inspectVCs(name string) []iv1.VirtualCluster {
-	type vcInfo struct {
-		state string
-	}
-	p.vcs.mu.Lock()
-	infos := map[string]vcInfo{}
-	for n, e := range p.vcs.vcs {
-		if name != "" && n != name {
-			continue
-		}
-		st := string(e.obj.Spec.State)
-		if st == "" {
-			st = string(hv1.VirtualClusterActive)
-		}
-		if e.rejected != "" {
-			st = string(hv1.VirtualClusterRejected)
-		}
-		infos[n] = vcInfo{state: st}
-	}
-	p.vcs.mu.Unlock()
+	infos := p.vcs.States(name)
 	if len(infos) == 0 {
 		return nil
 	}
@@ -297,7 +278,7 @@ func (p *HiveSched) inspectVCs(name string) []iv1.VirtualCluster {
 	sort.Strings(names)
 	out := make([]iv1.VirtualCluster, 0, len(names))
 	for _, n := range names {
-		v := iv1.VirtualCluster{Name: n, State: infos[n].state, Cells: []iv1.VirtualCells{}, AffinityGroups: map[string]int{}}
+		v := iv1.VirtualCluster{Name: n, State: infos[n], Cells: []iv1.VirtualCells{}, AffinityGroups: map[string]int{}}
 		if st, ok := p.core.VirtualClusterStatus(n); ok {
 			for _, c := range st.Cells {
 				v.Cells = append(v.Cells, iv1.VirtualCells{Chain: c.Chain, CellType: c.CellType, Level: c.Level, Total: c.Total, Bound: c.Bound,
@@ -391,7 +372,7 @@ func (p *HiveSched) explainPod(ns, name string) (iv1.PodExplanation, int, error)
 		case have < want:
 			e.Summary = fmt.Sprintf("pod %s waits for its affinity group %s to be complete: %d of its %d pods exist; the group is placed all at once when every pod is created", key, group, have, want)
 		default:
-			if reason := p.vcs.admits(req.Group.VirtualCluster, pod.Namespace); reason != "" {
+			if reason := p.vcs.Admits(req.Group.VirtualCluster, pod.Namespace); reason != "" {
 				e.Summary = fmt.Sprintf("pod %s is refused: %s", key, reason)
 			} else {
 				e.Summary = fmt.Sprintf("pod %s of affinity group %s is queued: the scheduler has not decided its group yet", key, group)

@@ -15,6 +15,7 @@ import (
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/groupindex"
+	"github.com/hivesched/hivesched/plugins/virtualclusters"
 )
 
 // inspectPlugin is a HiveSched with only what the inspect API reads: a core
@@ -43,13 +44,12 @@ func inspectPlugin(tb testing.TB, nodes int) *HiveSched {
 			require.NoError(tb, k.SetNodeHealth(fmt.Sprintf("r%d-n%d", r, n), cellcore.NodeHealthy))
 		}
 	}
-	p := &HiveSched{core: k, groups: groupindex.New("nvidia.com/gpu"), vcs: newVCRegistry()}
+	p := &HiveSched{core: k, groups: groupindex.New("nvidia.com/gpu"), vcs: virtualclusters.New(virtualclusters.Config{Core: k})}
 	for _, vc := range []string{"a", "b"} {
 		obj := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: vc},
 			Spec: hv1.VirtualClusterSpec{VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-NODE", CellNumber: int32(nodes / 4)}}}}
-		_, err := k.SetVirtualCluster(cellspec.VirtualCluster(obj))
+		_, _, err := p.vcs.Apply(obj)
 		require.NoError(tb, err)
-		p.vcs.vcs[vc] = &vcEntry{obj: obj, applied: true}
 		for i := 0; i < nodes/8; i++ {
 			place(tb, k, cellcore.AffinityGroupSpec{Name: fmt.Sprintf("ns/%s-%d", vc, i), VirtualCluster: vc,
 				Members: []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: 8}}})

@@ -53,6 +53,7 @@ import (
 	"github.com/hivesched/hivesched/plugins/groupindex"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
+	"github.com/hivesched/hivesched/plugins/virtualclusters"
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration.
@@ -71,12 +72,11 @@ type HiveSched struct {
 	vcClient      versioned.Interface
 	agClient      versioned.Interface // AffinityGroup writes, with their own rate limit
 	groups        *groupindex.Index
-	vcs           *vcRegistry
+	vcs           *virtualclusters.Registry
 	cellTypes     cellspec.CellTypes // what the cell type hierarchy says of a request
 	evictor       *evictor
 	victimGrace   int64                   // seconds: the most a victim pod is given to stop
 	records       *placement.RecordWriter // placement records of downgraded groups
-	statusKick    chan struct{}           // a VC status may have changed
 	signer        *placement.Signer
 	devices       *deviceInputs // device health and foreign pods' devices, per node
 	ags           *agTracker    // AffinityGroup lifecycles; nil with affinityGroupStatus: false
@@ -172,9 +172,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		vcClient:      vcClient,
 		agClient:      agClient,
 		groups:        groupindex.New(v1.ResourceName(args.LeafCellResourceName)),
-		vcs:           newVCRegistry(),
 		cellTypes:     cellspec.NewCellTypes(args.PhysicalCluster),
-		statusKick:    make(chan struct{}, 1),
 		devices:       newDeviceInputs(),
 		bindGate:      newBindGate(int(args.MaxBindingPods)),
 		bindRetries:   newBindRetries(int(args.MaxBindAttempts)),
@@ -186,6 +184,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 	}
+	p.vcs = virtualclusters.New(virtualclusters.Config{Core: core, Client: vcClient, Every: p.statusEvery, Recovered: p.recovered.Load, Foreign: p.devices})
 	p.ags = newAGTracker(args.AffinityGroupStatus)
 	p.cellTypes.WarnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.victimGrace = args.VictimGracePeriodSeconds
@@ -232,7 +231,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	registerMetrics(p, ctx.Done())
 	p.startInformers(ctx)
 	go p.records.Run(ctx)
-	go p.runStatusWriter(ctx)
+	go p.vcs.Run(ctx)
 	go p.runHoldJanitor(ctx)
 	go p.runAGWriter(ctx)
 	return p, nil
@@ -401,7 +400,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	// not running when its group was recovered) binds more of the VC, so its
 	// namespace must still be allowed and the VC Active.
 	if !hasGroup || agState == cellcore.AGPending || agState == cellcore.AGPreempting || !p.core.JoinsPlacement(name, podrequest.PodKey(pod), req.LeafCellNumber) {
-		if reason := p.vcs.admits(req.Group.VirtualCluster, pod.Namespace); reason != "" {
+		if reason := p.vcs.Admits(req.Group.VirtualCluster, pod.Namespace); reason != "" {
 			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
 			p.ags.refuse(name, "VirtualClusterRefused", reason)
 			return reject(state, fwk.UnschedulableAndUnresolvable, reason)
@@ -430,7 +429,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		if err := p.core.RollbackAffinityGroup(name); err == nil {
 			klog.FromContext(ctx).V(2).Info("rolled back a group whose pods never bound", "group", name)
 			agState = cellcore.AGPending
-			p.statusChanged()
+			p.vcs.Changed()
 		}
 	}
 	if hasGroup && (agState == cellcore.AGAllocated || agState == cellcore.AGBeingPreempted) {
@@ -457,7 +456,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		p.ags.refuse(name, "InvalidSchedulingSpec", err.Error())
 		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	p.statusChanged()
+	p.vcs.Changed()
 	for _, g := range d.Downgraded {
 		// Events and the placement records, the latter in the background.
 		vc := p.groupVC(g)
@@ -477,7 +476,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			// writer forgot the group after this PreFilter's first
 			// check): the cells go back.
 			if _, err := p.core.DeleteAffinityGroup(name); err == nil {
-				p.statusChanged()
+				p.vcs.Changed()
 			}
 			return reject(state, fwk.UnschedulableAndUnresolvable, msg)
 		}
@@ -639,7 +638,7 @@ func (p *HiveSched) releaseRejectedPlacement(logger klog.Logger, pod *v1.Pod, s 
 	if err := p.core.RollbackAffinityGroup(s.group); err != nil {
 		return // not Allocated (any more): nothing is held for it
 	}
-	p.statusChanged()
+	p.vcs.Changed()
 	plugin, reasons := st.Plugin(), strings.Join(st.Reasons(), "; ")
 	msg := fmt.Sprintf("affinity group %s gave its cells back: node %s, where it was placed, rejects the pod (%s: %s); it is placed again when the pod is retried",
 		s.group, s.node, plugin, reasons)
@@ -665,7 +664,7 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 			if err != nil {
 				logger.Error(err, "deleting a victim group without pods", "group", victim)
 			}
-			p.statusChanged()
+			p.vcs.Changed()
 			p.activate(logger, res.ReadyPreemptors)
 			continue
 		}
@@ -753,7 +752,7 @@ func (p *HiveSched) rollBack(group string) bool {
 	if err := p.core.RollbackAffinityGroup(group); err != nil {
 		return false
 	}
-	p.statusChanged()
+	p.vcs.Changed()
 	return true
 }
 

@@ -41,7 +41,7 @@ func (p *HiveSched) ensureRecovered(ctx context.Context) error {
 	}
 	p.recovered.Store(true)
 	p.seedAGs()
-	p.statusChanged()
+	p.vcs.Changed()
 	return nil
 }
 
@@ -213,7 +213,7 @@ func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedP
 	for _, m := range ms {
 		p.groups.TrackRecorded(m.pod, m.rec.Request())
 	}
-	p.statusChanged()
+	p.vcs.Changed()
 	if res.Downgraded {
 		logger.Info(res.Reason, "group", name)
 		// Every pod's record is to say so (a restart may have come before
