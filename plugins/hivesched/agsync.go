@@ -821,10 +821,7 @@ func (p *HiveSched) agStatus(e *agEntry, cs cellcore.AffinityGroupStatus, inCore
 
 // agStatusEqual compares statuses but for condition timestamps.
 func agStatusEqual(a, b hv1.AffinityGroupStatus) bool {
-	a, b = *a.DeepCopy(), *b.DeepCopy()
-	statuswriter.ClearConditionTimes(a.Conditions)
-	statuswriter.ClearConditionTimes(b.Conditions)
-	return equality.Semantic.DeepEqual(a, b)
+	return statuswriter.Equal(&a, &b, func(s *hv1.AffinityGroupStatus) []metav1.Condition { return s.Conditions })
 }
 
 func (p *HiveSched) onAG(logger klog.Logger, obj interface{}, deleted bool) {

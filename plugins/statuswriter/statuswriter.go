@@ -10,6 +10,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -70,11 +71,19 @@ func Run(ctx context.Context, every time.Duration, kick Kick, pass func(now time
 	}
 }
 
-// ClearConditionTimes zeroes the conditions' LastTransitionTime, so that
-// statuses compare without them (SetStatusCondition stamps a new
-// condition with the time it is built).
-func ClearConditionTimes(cs []metav1.Condition) {
-	for i := range cs {
-		cs[i].LastTransitionTime = metav1.Time{}
+// Equal compares two statuses but for their conditions'
+// LastTransitionTime (SetStatusCondition stamps a new condition with the
+// time it is built, so a status built again would always differ);
+// conditions returns a status's conditions.
+func Equal[S any, P interface {
+	*S
+	DeepCopy() *S
+}](a, b P, conditions func(P) []metav1.Condition) bool {
+	a, b = P(a.DeepCopy()), P(b.DeepCopy())
+	for _, cs := range [][]metav1.Condition{conditions(a), conditions(b)} {
+		for i := range cs {
+			cs[i].LastTransitionTime = metav1.Time{}
+		}
 	}
+	return equality.Semantic.DeepEqual(a, b)
 }

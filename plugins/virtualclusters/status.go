@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -83,10 +82,7 @@ func (r *Registry) writeStatuses(ctx context.Context, logger klog.Logger, now ti
 
 // statusEqual compares statuses but for condition timestamps.
 func statusEqual(a, b hv1.VirtualClusterStatus) bool {
-	a, b = *a.DeepCopy(), *b.DeepCopy()
-	statuswriter.ClearConditionTimes(a.Conditions)
-	statuswriter.ClearConditionTimes(b.Conditions)
-	return equality.Semantic.DeepEqual(a, b)
+	return statuswriter.Equal(&a, &b, func(s *hv1.VirtualClusterStatus) []metav1.Condition { return s.Conditions })
 }
 
 // vcStatus builds a VC's status from the core's counters.
