@@ -131,7 +131,7 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 			pod.Name, nodeName, n, p.bindRetries.limit, s.bindErr)
 		logger.Info("binding failed, retrying on the same cells", "pod", klog.KObj(pod), "group", group, "node", nodeName, "attempt", n, "err", s.bindErr)
 		p.event(pod, v1.EventTypeWarning, "BindFailed", msg)
-		p.ags.waiting(group, "BindFailed", msg, nil)
+		p.ags.Waiting(group, "BindFailed", msg, nil)
 		return
 	}
 	// The API server, not the informer, says which members are bound: a
@@ -170,7 +170,7 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 	msg := fmt.Sprintf("binding member %s to node %s failed %d times in a row (last: %v): affinity group %s gives its placement up; its bound members %s are deleted (their owner creates them again) and the group is placed anew once they are gone, never left partly bound",
 		pod.Name, nodeName, n, s.bindErr, group, joinNames(names))
 	logger.Info("giving up a partly bound placement after binding failures: deleting its bound members", "pod", klog.KObj(pod), "group", group, "node", nodeName, "attempts", n, "bound", names)
-	p.ags.bindGaveUp(group, msg)
+	p.ags.BindGaveUp(group, msg)
 	for _, m := range p.groups.Pods(group) {
 		p.event(m, v1.EventTypeWarning, reasonPlacementGivenUp, msg)
 	}
@@ -184,7 +184,7 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 func (p *HiveSched) rollBackGivenUp(logger klog.Logger, group, msg string) {
 	p.rollBack(group)
 	p.groups.ClearReserved(group)
-	p.ags.waiting(group, "BindFailed", msg, nil)
+	p.ags.Waiting(group, "BindFailed", msg, nil)
 	for _, m := range p.groups.Pods(group) {
 		p.event(m, v1.EventTypeWarning, reasonPlacementGivenUp, msg)
 	}

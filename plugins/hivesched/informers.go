@@ -190,7 +190,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		group, complete := p.groups.Track(pod)
 		if group != "" && recovered {
 			if req, err := p.request(pod); err == nil && req != nil {
-				p.ags.seen(pod, req)
+				p.ags.Seen(pod, req)
 			}
 		}
 		if complete {
@@ -224,7 +224,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	if err != nil {
 		logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", group)
 	}
-	p.ags.gone(group, pod, deleted, empty)
+	p.ags.Gone(group, pod, deleted, empty)
 	p.vcs.Changed()
 	freed := res.FreedLeaves
 	if empty {

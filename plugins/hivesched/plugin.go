@@ -48,6 +48,7 @@ import (
 	"github.com/hivesched/hivesched/apis/config"
 	"github.com/hivesched/hivesched/apis/config/validation"
 	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
+	"github.com/hivesched/hivesched/plugins/affinitygroups"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/groupindex"
@@ -70,7 +71,6 @@ type HiveSched struct {
 	statusEvery   time.Duration
 	schedulerName string // pods of other schedulers are not ours
 	vcClient      versioned.Interface
-	agClient      versioned.Interface // AffinityGroup writes, with their own rate limit
 	groups        *groupindex.Index
 	vcs           *virtualclusters.Registry
 	cellTypes     cellspec.CellTypes // what the cell type hierarchy says of a request
@@ -78,11 +78,10 @@ type HiveSched struct {
 	victimGrace   int64                   // seconds: the most a victim pod is given to stop
 	records       *placement.RecordWriter // placement records of downgraded groups
 	signer        *placement.Signer
-	devices       *deviceInputs // device health and foreign pods' devices, per node
-	ags           *agTracker    // AffinityGroup lifecycles; nil with affinityGroupStatus: false
-	agRetention   time.Duration // how long a finished AffinityGroup is kept
-	pgs           *podGroups    // scheduler-plugins' PodGroups, nil without the CRD
-	wl            *workloadAPI  // Workload API PodGroups, nil without GenericWorkload
+	devices       *deviceInputs           // device health and foreign pods' devices, per node
+	ags           *affinitygroups.Tracker // AffinityGroup lifecycles and their writer
+	pgs           *podGroups              // scheduler-plugins' PodGroups, nil without the CRD
+	wl            *workloadAPI            // Workload API PodGroups, nil without GenericWorkload
 	// resolver reads pods' requests in every form (set with the informers
 	// it reads from).
 	resolver *podrequest.Resolver
@@ -154,12 +153,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	// AffinityGroup writes are observability: their own client, limited
-	// to agWriteQPS, so that a burst of gangs never takes the API server
-	// from binding (their statuses lag instead).
-	akc := rest.CopyConfig(kc)
-	akc.QPS, akc.Burst = agWriteQPS, 2*agWriteQPS
-	agClient, err := versioned.NewForConfig(akc)
+	agClient, err := affinitygroups.NewClient(kc)
 	if err != nil {
 		return nil, err
 	}
@@ -170,13 +164,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		permitTimeout: time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
 		statusEvery:   time.Duration(args.StatusUpdateIntervalSeconds) * time.Second,
 		vcClient:      vcClient,
-		agClient:      agClient,
 		groups:        groupindex.New(v1.ResourceName(args.LeafCellResourceName)),
 		cellTypes:     cellspec.NewCellTypes(args.PhysicalCluster),
 		devices:       newDeviceInputs(),
 		bindGate:      newBindGate(int(args.MaxBindingPods)),
 		bindRetries:   newBindRetries(int(args.MaxBindAttempts)),
-		agRetention:   time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
 		holds:         newGroupHolds(),
 	}
 	if fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate); fts.EnableTopologyAwareWorkloadScheduling {
@@ -185,7 +177,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 	}
 	p.vcs = virtualclusters.New(virtualclusters.Config{Core: core, Client: vcClient, Every: p.statusEvery, Recovered: p.recovered.Load, Foreign: p.devices})
-	p.ags = newAGTracker(args.AffinityGroupStatus)
+	p.ags = affinitygroups.New(affinitygroups.Config{Writes: args.AffinityGroupStatus, Client: agClient, Pods: h.ClientSet(), Core: core,
+		Members: p.groups, VirtualClusters: p.vcs, Every: p.statusEvery, Retention: time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
+		Recovered: p.recovered.Load, TimedOut: p.pendingTimedOut})
 	p.cellTypes.WarnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.victimGrace = args.VictimGracePeriodSeconds
 	p.evictor = newEvictor(ctx, p.deletePod, p.stillVictim)
@@ -233,7 +227,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	go p.records.Run(ctx)
 	go p.vcs.Run(ctx)
 	go p.runHoldJanitor(ctx)
-	go p.runAGWriter(ctx)
+	go p.ags.Run(ctx)
 	return p, nil
 }
 
@@ -389,7 +383,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	pgCycle := rootCycle(state.GetPodGroupSchedulingCycle())
 	p.releaseOtherCycles(klog.FromContext(ctx), pgCycle)
 	name := req.Group.Name
-	if msg := p.ags.ended(name, pod); msg != "" {
+	if msg := p.ags.Ended(name, pod); msg != "" {
 		return reject(state, fwk.UnschedulableAndUnresolvable, msg)
 	}
 	agState, hasGroup := p.core.AffinityGroupState(name)
@@ -402,7 +396,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	if !hasGroup || agState == cellcore.AGPending || agState == cellcore.AGPreempting || !p.core.JoinsPlacement(name, podrequest.PodKey(pod), req.LeafCellNumber) {
 		if reason := p.vcs.Admits(req.Group.VirtualCluster, pod.Namespace); reason != "" {
 			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
-			p.ags.refuse(name, "VirtualClusterRefused", reason)
+			p.ags.Refuse(name, "VirtualClusterRefused", reason)
 			return reject(state, fwk.UnschedulableAndUnresolvable, reason)
 		}
 	}
@@ -436,7 +430,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		// Decided when the first member came: this member finds its slot.
 		if err := p.core.CheckMember(req.Group); err != nil {
 			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-			p.ags.refuse(name, "InvalidSchedulingSpec", err.Error())
+			p.ags.Refuse(name, "InvalidSchedulingSpec", err.Error())
 			return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 		}
 		return p.assign(state, pod, req)
@@ -453,7 +447,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-		p.ags.refuse(name, "InvalidSchedulingSpec", err.Error())
+		p.ags.Refuse(name, "InvalidSchedulingSpec", err.Error())
 		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	p.vcs.Changed()
@@ -471,7 +465,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	switch d.Kind {
 	case cellcore.Placed:
-		if msg := p.ags.ended(name, pod); msg != "" {
+		if msg := p.ags.Ended(name, pod); msg != "" {
 			// The pending timeout fired while the core placed it (the
 			// writer forgot the group after this PreFilter's first
 			// check): the cells go back.
@@ -484,7 +478,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		if pgCycle != nil {
 			p.holds.add(name, pgCycle)
 		}
-		p.ags.waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
+		p.ags.Waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
 		return p.assign(state, pod, req)
 	case cellcore.Preempt:
 		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.LeafCellNumber})
@@ -495,7 +489,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		}
 		msg := fmt.Sprintf("affinity group %s (priority %d) preempts %s in virtual cluster %q and binds once their pods are deleted",
 			name, req.Group.Priority, joinNames(d.Victims), req.Group.VirtualCluster)
-		p.ags.waiting(name, "Preempting", msg, d.Victims)
+		p.ags.Waiting(name, "Preempting", msg, d.Victims)
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	default:
 		msg := d.Reason
@@ -510,7 +504,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			// way out (a deletion that failed is asked for again).
 			p.evictVictims(klog.FromContext(ctx), pod, name, d.Victims)
 		}
-		p.ags.waiting(name, reason, msg, d.Victims)
+		p.ags.Waiting(name, reason, msg, d.Victims)
 		return reject(state, fwk.Unschedulable, msg)
 	}
 }
@@ -671,7 +665,7 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 		pods = append(pods, vps...)
 	}
 	for _, victim := range victims {
-		p.ags.preempted(victim, group)
+		p.ags.Preempted(victim, group)
 	}
 	for _, vp := range p.evictor.evict(logger, pods) {
 		victim := p.groups.GroupOf(vp)

@@ -1,4 +1,4 @@
-package hivesched
+package affinitygroups
 
 import (
 	"errors"
@@ -58,7 +58,7 @@ func TestPhaseTransitions(t *testing.T) {
 		}
 	}
 	require.Equal(t, 7*11, pairs)
-	// The table in agphase.go has no other transition.
+	// The table in phase.go has no other transition.
 	n := 0
 	for _, tr := range phaseTransitions {
 		for _, f := range tr.from {

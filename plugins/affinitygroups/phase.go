@@ -1,4 +1,4 @@
-package hivesched
+package affinitygroups
 
 import (
 	"fmt"
