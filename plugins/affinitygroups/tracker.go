@@ -208,6 +208,31 @@ func (e *entry) oldMember(pod *v1.Pod) bool {
 // goes may have succeeded, failed or been deleted: the writer asks the API
 // server which (unsure), never the informer's handler.
 func (t *Tracker) Gone(group string, pod *v1.Pod, deleted, empty bool) {
+	t.live(group, func(e *entry) {
+		if _, member := e.members[pod.UID]; !member {
+			return
+		}
+		delete(e.members, pod.UID)
+		switch {
+		case pod.Status.Phase == v1.PodSucceeded:
+			e.succeeded[pod.UID] = true
+		case pod.Status.Phase == v1.PodFailed:
+			e.failedPods[pod.UID] = true
+			e.fail("MemberFailed", fmt.Sprintf("member pod %s failed", pod.Name))
+		case deleted && pod.Spec.NodeName != "":
+			if e.unsure == nil {
+				e.unsure = map[types.UID]*v1.Pod{}
+			}
+			e.unsure[pod.UID] = pod
+		}
+		e.emptied = empty
+		t.changed(e)
+	})
+}
+
+// live runs f on the group's entry under the tracker's lock, unless the
+// group is unknown or its lifecycle ended.
+func (t *Tracker) live(group string, f func(*entry)) {
 	if t == nil {
 		return
 	}
@@ -217,24 +242,7 @@ func (t *Tracker) Gone(group string, pod *v1.Pod, deleted, empty bool) {
 	if e == nil || terminalPhase(e.phase) {
 		return
 	}
-	if _, member := e.members[pod.UID]; !member {
-		return
-	}
-	delete(e.members, pod.UID)
-	switch {
-	case pod.Status.Phase == v1.PodSucceeded:
-		e.succeeded[pod.UID] = true
-	case pod.Status.Phase == v1.PodFailed:
-		e.failedPods[pod.UID] = true
-		e.fail("MemberFailed", fmt.Sprintf("member pod %s failed", pod.Name))
-	case deleted && pod.Spec.NodeName != "":
-		if e.unsure == nil {
-			e.unsure = map[types.UID]*v1.Pod{}
-		}
-		e.unsure[pod.UID] = pod
-	}
-	e.emptied = empty
-	t.changed(e)
+	f(e)
 }
 
 // fail records the first failure (a preemption noted before the pods go
@@ -298,17 +306,10 @@ func (t *Tracker) BindGaveUp(group, msg string) {
 // live group: the first reason is the lifecycle's failure reason, whatever
 // the deletions show later.
 func (t *Tracker) podsDeleted(group string, note func(*entry)) {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e := t.groups[group]
-	if e == nil || terminalPhase(e.phase) {
-		return
-	}
-	note(e)
-	t.changed(e)
+	t.live(group, func(e *entry) {
+		note(e)
+		t.changed(e)
+	})
 }
 
 // Ended says why a pod of the group must not be scheduled: its group's
