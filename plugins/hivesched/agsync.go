@@ -71,7 +71,7 @@ func (p *HiveSched) pendingTimedOut(logger klog.Logger, group string, pods []*v1
 	}
 	if del {
 		for _, pod := range pods {
-			if err := p.deletePod(context.Background(), pod); err != nil {
+			if err := p.deleter.Delete(context.Background(), pod); err != nil {
 				logger.Error(err, "deleting a timed-out pod", "pod", klog.KObj(pod))
 			}
 		}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -31,86 +29,6 @@ import (
 // a series that keeps the first note, and the give-up must be read.
 const reasonPlacementGivenUp = "PlacementGivenUp"
 
-// bindRetries counts the binding failures of each group's members in a row
-// and remembers the groups the scheduler gave up on.
-type bindRetries struct {
-	limit int
-
-	mu     sync.Mutex
-	groups map[string]*bindRecord
-}
-
-type bindRecord struct {
-	failures map[types.UID]int // binding failures in a row, per member
-	// gaveUp: the placement is abandoned; once no member is bound (the
-	// bound ones are being deleted) the group is rolled back to Pending.
-	gaveUp bool
-}
-
-func newBindRetries(limit int) *bindRetries {
-	if limit < 1 {
-		limit = 1
-	}
-	return &bindRetries{limit: limit, groups: map[string]*bindRecord{}}
-}
-
-// recordLocked returns the group's record, created if missing.
-func (r *bindRetries) recordLocked(group string) *bindRecord {
-	rec := r.groups[group]
-	if rec == nil {
-		rec = &bindRecord{failures: map[types.UID]int{}}
-		r.groups[group] = rec
-	}
-	return rec
-}
-
-// failed counts one binding failure of the member and returns its failures
-// in a row and whether that reaches the limit.
-func (r *bindRetries) failed(group string, uid types.UID) (int, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rec := r.recordLocked(group)
-	rec.failures[uid]++
-	n := rec.failures[uid]
-	return n, n >= r.limit
-}
-
-// bound forgets a member's failures: its binding went through.
-func (r *bindRetries) bound(group string, uid types.UID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if rec := r.groups[group]; rec != nil && !rec.gaveUp {
-		delete(rec.failures, uid)
-		if len(rec.failures) == 0 {
-			delete(r.groups, group)
-		}
-	}
-}
-
-// giveUp marks the group's placement abandoned.
-func (r *bindRetries) giveUp(group string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rec := r.recordLocked(group)
-	rec.gaveUp = true
-}
-
-// gaveUp reports whether the group's placement is abandoned.
-func (r *bindRetries) gaveUp(group string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rec := r.groups[group]
-	return rec != nil && rec.gaveUp
-}
-
-// forget drops everything about the group: it went back to Pending, or
-// it is gone.
-func (r *bindRetries) forget(group string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.groups, group)
-}
-
 // bindFailed handles Unreserve after the member's binding failed (Bind's
 // call, or PreBind's placement patch when another plugin binds): below the
 // limit only this member retries, on the same cells; at the limit the
@@ -124,11 +42,11 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 		// meanwhile: nothing to retry on.
 		return
 	}
-	n, limit := p.bindRetries.failed(group, pod.UID)
+	n, limit := p.bindRetries.Failed(group, pod.UID)
 	bindFailures.WithLabelValues(p.groupVC(group)).Inc()
 	if !limit {
 		msg := fmt.Sprintf("binding member %s to node %s failed (attempt %d of %d): %v; it is retried on the same cells after a backoff",
-			pod.Name, nodeName, n, p.bindRetries.limit, s.bindErr)
+			pod.Name, nodeName, n, p.bindRetries.Limit(), s.bindErr)
 		logger.Info("binding failed, retrying on the same cells", "pod", klog.KObj(pod), "group", group, "node", nodeName, "attempt", n, "err", s.bindErr)
 		p.event(pod, v1.EventTypeWarning, "BindFailed", msg)
 		p.ags.Waiting(group, "BindFailed", msg, nil)
@@ -149,11 +67,11 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 	for _, b := range bound {
 		if b.UID == pod.UID {
 			// This very binding went through after all.
-			p.bindRetries.bound(group, pod.UID)
+			p.bindRetries.Bound(group, pod.UID)
 			return
 		}
 	}
-	p.bindRetries.giveUp(group)
+	p.bindRetries.GiveUp(group)
 	bindGiveUps.WithLabelValues(p.groupVC(group)).Inc()
 	if len(bound) == 0 {
 		msg := fmt.Sprintf("binding member %s to node %s failed %d times in a row (last: %v): affinity group %s gave its cells back and is Pending again, to be placed anew",
@@ -174,7 +92,7 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 	for _, m := range p.groups.Pods(group) {
 		p.event(m, v1.EventTypeWarning, reasonPlacementGivenUp, msg)
 	}
-	for _, b := range p.bindEvictor.evict(logger, bound) {
+	for _, b := range p.bindEvictor.Evict(logger, bound) {
 		logger.V(2).Info("deleting a bound member of a group whose placement was given up", "pod", klog.KObj(b), "group", group)
 	}
 }
@@ -197,7 +115,7 @@ func (p *HiveSched) rollBackGivenUp(logger klog.Logger, group, msg string) {
 // member waits for the bound ones to be deleted (their deletion requeues
 // it). ok is false when the pod must wait with status st.
 func (p *HiveSched) givenUpPreFilter(logger klog.Logger, state fwk.CycleState, group string) (rolledBack bool, st *fwk.Status) {
-	if !p.bindRetries.gaveUp(group) {
+	if !p.bindRetries.GaveUp(group) {
 		return false, nil
 	}
 	if p.groups.Unused(group) {
@@ -213,7 +131,7 @@ func (p *HiveSched) givenUpPreFilter(logger klog.Logger, state fwk.CycleState, g
 // stillGivenUp is the bind evictor's check before every deletion attempt:
 // only members of a group whose placement is still abandoned are deleted.
 func (p *HiveSched) stillGivenUp(pod *v1.Pod) bool {
-	return p.bindRetries.gaveUp(p.groups.GroupOf(pod))
+	return p.bindRetries.GaveUp(p.groups.GroupOf(pod))
 }
 
 // boundMembers asks the API server (not the informer) which members of the

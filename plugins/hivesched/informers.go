@@ -6,13 +6,11 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"github.com/hivesched/hivesched/apis/generated/informers/externalversions"
 	"github.com/hivesched/hivesched/plugins/cellcore"
@@ -228,7 +226,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	p.vcs.Changed()
 	freed := res.FreedLeaves
 	if empty {
-		p.bindRetries.forget(group)
+		p.bindRetries.Forget(group)
 	}
 	if empty && !res.GroupDeleted {
 		// Nothing of the group is left in Kubernetes: Pending (e8) or
@@ -258,28 +256,6 @@ func (p *HiveSched) event(obj runtime.Object, eventType, reason, note string) {
 	if r := p.handle.EventRecorder(); r != nil {
 		r.Eventf(obj, nil, eventType, reason, "Scheduling", "%s", note)
 	}
-}
-
-func (p *HiveSched) deletePod(ctx context.Context, pod *v1.Pod) error {
-	uid := pod.UID
-	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, GracePeriodSeconds: victimGracePeriod(pod, p.victimGrace)}
-	err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, opts)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // already gone (or replaced)
-	}
-	return err
-}
-
-// victimGracePeriod is the grace period a victim pod is deleted with: its
-// own terminationGracePeriodSeconds (default 30 s) capped at the
-// victimGracePeriodSeconds arg. A tenant's year-long grace period would
-// otherwise hold the preemptor's cells (possibly another VC's) for a year.
-func victimGracePeriod(pod *v1.Pod, limit int64) *int64 {
-	own := int64(v1.DefaultTerminationGracePeriodSeconds)
-	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
-		own = *g
-	}
-	return ptr.To(min(max(own, 0), limit))
 }
 
 func (p *HiveSched) annotate(ctx context.Context, pod *v1.Pod, ann map[string]string) error {

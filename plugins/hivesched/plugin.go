@@ -49,6 +49,7 @@ import (
 	"github.com/hivesched/hivesched/apis/config/validation"
 	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
 	"github.com/hivesched/hivesched/plugins/affinitygroups"
+	"github.com/hivesched/hivesched/plugins/binding"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/groupindex"
@@ -73,9 +74,9 @@ type HiveSched struct {
 	vcClient      versioned.Interface
 	groups        *groupindex.Index
 	vcs           *virtualclusters.Registry
-	cellTypes     cellspec.CellTypes // what the cell type hierarchy says of a request
-	evictor       *evictor
-	victimGrace   int64                   // seconds: the most a victim pod is given to stop
+	cellTypes     cellspec.CellTypes      // what the cell type hierarchy says of a request
+	evictor       *binding.Evictor        // deletes the pods of preempted groups
+	deleter       binding.Deleter         // deletes pods with at most the victims' grace period
 	records       *placement.RecordWriter // placement records of downgraded groups
 	signer        *placement.Signer
 	devices       *deviceInputs           // device health and foreign pods' devices, per node
@@ -102,11 +103,11 @@ type HiveSched struct {
 	ownBind   bool      // HiveSched's Bind runs first: it writes the placement
 
 	// bindGate paces the binding calls by whole gangs (nil: no limit).
-	bindGate *bindGate
+	bindGate *binding.Gate
 	// bindRetries counts binding failures per group (maxBindAttempts);
 	// bindEvictor deletes the bound members of a placement given up.
-	bindRetries *bindRetries
-	bindEvictor *evictor
+	bindRetries *binding.Retries
+	bindEvictor *binding.Evictor
 }
 
 var (
@@ -167,8 +168,8 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		groups:        groupindex.New(v1.ResourceName(args.LeafCellResourceName)),
 		cellTypes:     cellspec.NewCellTypes(args.PhysicalCluster),
 		devices:       newDeviceInputs(),
-		bindGate:      newBindGate(int(args.MaxBindingPods)),
-		bindRetries:   newBindRetries(int(args.MaxBindAttempts)),
+		bindGate:      binding.NewGate(int(args.MaxBindingPods)),
+		bindRetries:   binding.NewRetries(int(args.MaxBindAttempts)),
 		holds:         newGroupHolds(),
 	}
 	if fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate); fts.EnableTopologyAwareWorkloadScheduling {
@@ -181,9 +182,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		Members: p.groups, VirtualClusters: p.vcs, Every: p.statusEvery, Retention: time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
 		Recovered: p.recovered.Load, TimedOut: p.pendingTimedOut})
 	p.cellTypes.WarnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
-	p.victimGrace = args.VictimGracePeriodSeconds
-	p.evictor = newEvictor(ctx, p.deletePod, p.stillVictim)
-	p.bindEvictor = newEvictor(ctx, p.deletePod, p.stillGivenUp)
+	p.deleter = binding.NewDeleter(h.ClientSet(), args.VictimGracePeriodSeconds)
+	p.evictor = binding.NewEvictor(ctx, p.deleter.Delete, p.stillVictim)
+	p.bindEvictor = binding.NewEvictor(ctx, p.deleter.Delete, p.stillGivenUp)
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
 	}
@@ -667,7 +668,7 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 	for _, victim := range victims {
 		p.ags.Preempted(victim, group)
 	}
-	for _, vp := range p.evictor.evict(logger, pods) {
+	for _, vp := range p.evictor.Evict(logger, pods) {
 		victim := p.groups.GroupOf(vp)
 		preemptedPods.WithLabelValues(p.groupVC(victim), "delete").Inc()
 		logger.Info("preempting", "victim", klog.KObj(vp), "group", victim, "preemptor", klog.KObj(preemptor), "preemptorGroup", group)
@@ -741,8 +742,8 @@ func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1
 // Free, and what the bind gate and the bind retries kept of it goes. It
 // reports whether the core rolled it back.
 func (p *HiveSched) rollBack(group string) bool {
-	p.bindGate.forget(group)
-	p.bindRetries.forget(group)
+	p.bindGate.Forget(group)
+	p.bindRetries.Forget(group)
 	if err := p.core.RollbackAffinityGroup(group); err != nil {
 		return false
 	}
@@ -797,7 +798,7 @@ func (p *HiveSched) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	// when HiveSched binds: otherwise nothing would take the announcement
 	// up.
 	if p.bindsFirst() {
-		p.bindGate.expect(s.group, len(waiting)+1)
+		p.bindGate.Expect(s.group, len(waiting)+1)
 	}
 	for _, wp := range waiting {
 		wp.Allow(Name)
@@ -841,10 +842,10 @@ func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if err := p.bindGate.acquire(ctx, s.group); err != nil {
+	if err := p.bindGate.Acquire(ctx, s.group); err != nil {
 		return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: waiting for its gang's turn: %w", pod.Namespace, pod.Name, err))
 	}
-	defer p.bindGate.release()
+	defer p.bindGate.Release()
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
 		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},
@@ -871,7 +872,7 @@ func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 func (p *HiveSched) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
 	if s := readState(state); s != nil && s.group != "" {
 		s.bindErr = nil
-		p.bindRetries.bound(s.group, pod.UID)
+		p.bindRetries.Bound(s.group, pod.UID)
 	}
 }
 

@@ -1,4 +1,4 @@
-package hivesched
+package binding
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func TestEvictorRetriesAndDeduplicates(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[types.UID]int{}
 	failFirst := map[types.UID]int{"b": 2} // b fails twice, then succeeds
-	e := newEvictor(ctx, func(_ context.Context, p *v1.Pod) error {
+	e := NewEvictor(ctx, func(_ context.Context, p *v1.Pod) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls[p.UID]++
@@ -44,21 +44,17 @@ func TestEvictorRetriesAndDeduplicates(t *testing.T) {
 	}
 	logger := klog.Background()
 
-	started := e.evict(logger, []*v1.Pod{pod("a", false), pod("b", false), pod("c", true)})
+	started := e.Evict(logger, []*v1.Pod{pod("a", false), pod("b", false), pod("c", true)})
 	require.Len(t, started, 2, "a pod with a deletion timestamp is on its way out")
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return calls["a"] == 1 && calls["b"] == 3
 	}, 5*time.Second, time.Millisecond, "b is retried until it succeeds")
-	require.Eventually(t, func() bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return len(e.inflight) == 0
-	}, 5*time.Second, time.Millisecond)
+	waitIdle(t, e)
 
 	// Asked again while the informer has not seen them go: nothing new.
-	require.Empty(t, e.evict(logger, []*v1.Pod{pod("a", false), pod("b", false)}))
+	require.Empty(t, e.Evict(logger, []*v1.Pod{pod("a", false), pod("b", false)}))
 	mu.Lock()
 	require.Equal(t, 1, calls["a"])
 	require.Equal(t, 0, calls["c"])
@@ -67,7 +63,7 @@ func TestEvictorRetriesAndDeduplicates(t *testing.T) {
 	// After the quiet period a pod still listed is deleted again.
 	e.quiet = 0
 	time.Sleep(time.Millisecond)
-	require.Len(t, e.evict(logger, []*v1.Pod{pod("a", false)}), 1)
+	require.Len(t, e.Evict(logger, []*v1.Pod{pod("a", false)}), 1)
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -82,7 +78,7 @@ func TestEvictorGivesUpAndCanRetry(t *testing.T) {
 	defer cancel()
 	var mu sync.Mutex
 	n := 0
-	e := newEvictor(ctx, func(context.Context, *v1.Pod) error {
+	e := NewEvictor(ctx, func(context.Context, *v1.Pod) error {
 		mu.Lock()
 		defer mu.Unlock()
 		n++
@@ -90,16 +86,12 @@ func TestEvictorGivesUpAndCanRetry(t *testing.T) {
 	}, func(*v1.Pod) bool { return true })
 	e.backoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "x"}}
-	require.Len(t, e.evict(klog.Background(), []*v1.Pod{p}), 1)
-	require.Eventually(t, func() bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return len(e.inflight) == 0
-	}, 5*time.Second, time.Millisecond)
+	require.Len(t, e.Evict(klog.Background(), []*v1.Pod{p}), 1)
+	waitIdle(t, e)
 	mu.Lock()
 	require.Equal(t, 3, n)
 	mu.Unlock()
-	require.Len(t, e.evict(klog.Background(), []*v1.Pod{p}), 1, "a failed pod is not quiet: it is asked for again")
+	require.Len(t, e.Evict(klog.Background(), []*v1.Pod{p}), 1, "a failed pod is not quiet: it is asked for again")
 }
 
 // A preemption called off while a victim's deletion is being retried (its
@@ -111,7 +103,7 @@ func TestEvictorSparesPodsNoLongerVictims(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
 	victim := true
-	e := newEvictor(ctx, func(context.Context, *v1.Pod) error {
+	e := NewEvictor(ctx, func(context.Context, *v1.Pod) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
@@ -124,12 +116,8 @@ func TestEvictorSparesPodsNoLongerVictims(t *testing.T) {
 	})
 	e.backoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 5}
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "x"}}
-	require.Len(t, e.evict(klog.Background(), []*v1.Pod{p}), 1)
-	require.Eventually(t, func() bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return len(e.inflight) == 0
-	}, 5*time.Second, time.Millisecond)
+	require.Len(t, e.Evict(klog.Background(), []*v1.Pod{p}), 1)
+	waitIdle(t, e)
 	mu.Lock()
 	require.Equal(t, 1, calls, "no retry once the pod is no longer a victim")
 	mu.Unlock()
@@ -143,8 +131,18 @@ func TestVictimGracePeriodIsCapped(t *testing.T) {
 		return &v1.Pod{Spec: v1.PodSpec{TerminationGracePeriodSeconds: grace}}
 	}
 	year := int64(365 * 24 * 3600)
-	require.Equal(t, int64(30), *victimGracePeriod(pod(&year), 30), "a tenant's year-long grace period is capped")
-	require.Equal(t, int64(5), *victimGracePeriod(pod(ptr.To[int64](5)), 30), "a shorter one is kept")
-	require.Equal(t, int64(30), *victimGracePeriod(pod(nil), 3600), "unset is Kubernetes' default, 30 s")
-	require.Equal(t, int64(0), *victimGracePeriod(pod(&year), 0), "0 deletes at once")
+	require.Equal(t, int64(30), *gracePeriod(pod(&year), 30), "a tenant's year-long grace period is capped")
+	require.Equal(t, int64(5), *gracePeriod(pod(ptr.To[int64](5)), 30), "a shorter one is kept")
+	require.Equal(t, int64(30), *gracePeriod(pod(nil), 3600), "unset is Kubernetes' default, 30 s")
+	require.Equal(t, int64(0), *gracePeriod(pod(&year), 0), "0 deletes at once")
+}
+
+// waitIdle waits until no deletion of e is in flight.
+func waitIdle(t *testing.T, e *Evictor) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.inflight) == 0
+	}, 5*time.Second, time.Millisecond)
 }

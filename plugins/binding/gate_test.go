@@ -1,4 +1,4 @@
-package hivesched
+package binding
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// member starts one member's acquire in the background; the returned
-// channel gets acquire's result once the gate lets it through.
-func member(ctx context.Context, g *bindGate, group string) <-chan error {
+// member starts one member's Acquire in the background; the returned
+// channel gets Acquire's result once the gate lets it through.
+func member(ctx context.Context, g *Gate, group string) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- g.acquire(ctx, group) }()
+	go func() { done <- g.Acquire(ctx, group) }()
 	return done
 }
 
@@ -47,7 +47,7 @@ func held(t *testing.T, what string, ms ...<-chan error) {
 }
 
 // waitQueued waits until n gangs are queued at the gate.
-func waitQueued(t *testing.T, g *bindGate, n int) {
+func waitQueued(t *testing.T, g *Gate, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -64,8 +64,8 @@ func waitQueued(t *testing.T, g *bindGate, n int) {
 	}
 }
 
-func gang(ctx context.Context, g *bindGate, group string, n int) []<-chan error {
-	g.expect(group, n)
+func gang(ctx context.Context, g *Gate, group string, n int) []<-chan error {
+	g.Expect(group, n)
 	var ms []<-chan error
 	for i := 0; i < n; i++ {
 		ms = append(ms, member(ctx, g, group))
@@ -75,7 +75,7 @@ func gang(ctx context.Context, g *bindGate, group string, n int) []<-chan error 
 
 func TestBindGateAdmitsWholeGangsInOrder(t *testing.T) {
 	ctx := context.Background()
-	g := newBindGate(16)
+	g := NewGate(16)
 	a := gang(ctx, g, "a", 8)
 	through(t, "a", a...)
 	b := gang(ctx, g, "b", 8)
@@ -89,14 +89,14 @@ func TestBindGateAdmitsWholeGangsInOrder(t *testing.T) {
 
 	// Seven of a's bindings finish: 9 in flight, c (8) still does not fit.
 	for i := 0; i < 7; i++ {
-		g.release()
+		g.Release()
 	}
 	held(t, "c (9 in flight)", c...)
 	// The last of a: 8 in flight, c fits, and then d (17 > 16) waits.
-	g.release()
+	g.Release()
 	through(t, "c", c...)
 	held(t, "d (16 in flight)", d...)
-	g.release()
+	g.Release()
 	through(t, "d", d...)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -107,20 +107,20 @@ func TestBindGateAdmitsWholeGangsInOrder(t *testing.T) {
 
 func TestBindGateLargeGangGoesAlone(t *testing.T) {
 	ctx := context.Background()
-	g := newBindGate(4)
+	g := NewGate(4)
 	small := gang(ctx, g, "small", 2)
 	through(t, "small", small...)
 	big := gang(ctx, g, "big", 10)
 	waitQueued(t, g, 1)
 	held(t, "big (gate not empty)", big...)
-	g.release()
-	g.release()
+	g.Release()
+	g.Release()
 	through(t, "big (alone in an empty gate)", big...)
 	after := gang(ctx, g, "after", 1)
 	waitQueued(t, g, 1)
 	held(t, "after (10 in flight)", after...)
 	for i := 0; i < 10; i++ {
-		g.release()
+		g.Release()
 	}
 	through(t, "after", after...)
 }
@@ -129,9 +129,9 @@ func TestBindGateLargeGangGoesAlone(t *testing.T) {
 // not hold its room for good.
 func TestBindGateUnclaimedRoomExpires(t *testing.T) {
 	ctx := context.Background()
-	g := newBindGate(9)
+	g := NewGate(9)
 	g.claimTimeout = 10 * time.Millisecond
-	g.expect("a", 8)
+	g.Expect("a", 8)
 	through(t, "a's only member", member(ctx, g, "a"))
 	next := gang(ctx, g, "b", 8)
 	// 1 in flight and 7 held for a's missing members until they expire;
@@ -148,7 +148,7 @@ func TestBindGateUnclaimedRoomExpires(t *testing.T) {
 }
 
 func TestBindGateCancelledWaiterLeavesTheQueue(t *testing.T) {
-	g := newBindGate(1)
+	g := NewGate(1)
 	through(t, "first", member(context.Background(), g, "first"))
 	ctx, cancel := context.WithCancel(context.Background())
 	waiting := member(ctx, g, "second")
@@ -163,28 +163,28 @@ func TestBindGateCancelledWaiterLeavesTheQueue(t *testing.T) {
 		t.Fatal("a cancelled waiter was never let go")
 	}
 	waitQueued(t, g, 0)
-	g.release()
+	g.Release()
 	through(t, "third, not blocked by the cancelled one", member(context.Background(), g, "third"))
 }
 
 // Many gangs through a small gate from many goroutines: every member gets
 // through once, and the gate ends empty (run with -race).
 func TestBindGateConcurrent(t *testing.T) {
-	g := newBindGate(16)
+	g := NewGate(16)
 	var wg sync.WaitGroup
 	for i := 0; i < 50; i++ {
 		group := string(rune('A' + i))
-		g.expect(group, 8)
+		g.Expect(group, 8)
 		for j := 0; j < 8; j++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := g.acquire(context.Background(), group); err != nil {
+				if err := g.Acquire(context.Background(), group); err != nil {
 					t.Error(err)
 					return
 				}
 				time.Sleep(100 * time.Microsecond) // the API call
-				g.release()
+				g.Release()
 			}()
 		}
 	}
@@ -197,23 +197,23 @@ func TestBindGateConcurrent(t *testing.T) {
 }
 
 func TestBindGateOff(t *testing.T) {
-	g := newBindGate(0)
+	g := NewGate(0)
 	if g != nil {
 		t.Fatalf("limit 0 made a gate")
 	}
-	g.expect("a", 8) // a nil gate is a no-op
-	if err := g.acquire(context.Background(), "a"); err != nil {
+	g.Expect("a", 8) // a nil gate is a no-op
+	if err := g.Acquire(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	g.release()
+	g.Release()
 }
 
 // Announcements nobody takes up (every member failed before Bind) are
 // dropped once they are stale, so the map stays bounded.
 func TestBindGateForgetsStaleExpectations(t *testing.T) {
-	g := newBindGate(8)
+	g := NewGate(8)
 	for i := 0; i < 300; i++ {
-		g.expect(fmt.Sprintf("old-%d", i), 8)
+		g.Expect(fmt.Sprintf("old-%d", i), 8)
 	}
 	g.mu.Lock()
 	for k, e := range g.expected {
@@ -221,7 +221,7 @@ func TestBindGateForgetsStaleExpectations(t *testing.T) {
 		g.expected[k] = e
 	}
 	g.mu.Unlock()
-	g.expect("new", 8)
+	g.Expect("new", 8)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.expected) != 1 || g.expected["new"].n != 8 {

@@ -1,4 +1,10 @@
-package hivesched
+// Package binding holds what the plugin's binding path needs beyond the
+// core's decision: the bind gate that lets whole gangs bind at a time
+// (maxBindingPods), the count of a group's binding failures
+// (maxBindAttempts), and the evictor that deletes pods in the background,
+// with a capped grace period: a preemption's victims and the bound members
+// of a placement given up.
+package binding
 
 import (
 	"context"
@@ -6,7 +12,7 @@ import (
 	"time"
 )
 
-// bindGate paces the binding API calls of HiveSched's pods by whole affinity
+// Gate paces the binding API calls of HiveSched's pods by whole affinity
 // groups, first come first served, with at most limit pods in flight.
 //
 // Why: the framework binds every pod in its own goroutine as soon as Permit
@@ -28,7 +34,7 @@ import (
 // window; what is left is the API server's own latency variance at that
 // depth (docs/perf.md has the figures). A gang larger than the limit is
 // admitted when nothing is in flight.
-type bindGate struct {
+type Gate struct {
 	limit int
 	// claimTimeout: the members of an admitted gang that have not come to
 	// Bind by then (one failed before binding) give their room back.
@@ -61,12 +67,12 @@ type gateTicket struct {
 	timer    *time.Timer
 }
 
-// newBindGate returns a gate for limit pods in flight; limit <= 0 is no gate.
-func newBindGate(limit int) *bindGate {
+// NewGate returns a gate for limit pods in flight; limit <= 0 is no gate.
+func NewGate(limit int) *Gate {
 	if limit <= 0 {
 		return nil
 	}
-	return &bindGate{
+	return &Gate{
 		limit:        limit,
 		claimTimeout: time.Second,
 		tickets:      map[string]*gateTicket{},
@@ -74,10 +80,10 @@ func newBindGate(limit int) *bindGate {
 	}
 }
 
-// expect records that n members of group are let go together (Permit, before
+// Expect records that n members of group are let go together (Permit, before
 // it allows the waiting ones): the first of them to reach Bind asks room for
 // all n.
-func (g *bindGate) expect(group string, n int) {
+func (g *Gate) Expect(group string, n int) {
 	if g == nil {
 		return
 	}
@@ -95,9 +101,9 @@ func (g *bindGate) expect(group string, n int) {
 	g.expected[group] = expectation{n: n, at: now}
 }
 
-// forget drops what Permit announced for group (its members will not bind
+// Forget drops what Permit announced for group (its members will not bind
 // this time: the group was rolled back).
-func (g *bindGate) forget(group string) {
+func (g *Gate) Forget(group string) {
 	if g == nil {
 		return
 	}
@@ -106,9 +112,9 @@ func (g *bindGate) forget(group string) {
 	delete(g.expected, group)
 }
 
-// acquire waits until the pod's gang is admitted, then takes the pod's
-// place. Every successful acquire must be followed by one release.
-func (g *bindGate) acquire(ctx context.Context, group string) error {
+// Acquire waits until the pod's gang is admitted, then takes the pod's
+// place. Every successful Acquire must be followed by one Release.
+func (g *Gate) Acquire(ctx context.Context, group string) error {
 	if g == nil {
 		return nil
 	}
@@ -155,8 +161,8 @@ func (g *bindGate) acquire(ctx context.Context, group string) error {
 	return nil
 }
 
-// release gives back one pod's place and admits the gangs that fit now.
-func (g *bindGate) release() {
+// Release gives back one pod's place and admits the gangs that fit now.
+func (g *Gate) Release() {
 	if g == nil {
 		return
 	}
@@ -169,7 +175,7 @@ func (g *bindGate) release() {
 // admitLocked admits queued gangs in order while they fit (a gang larger
 // than the limit fits an empty gate). It does not skip ahead: a big gang is
 // not starved by small ones behind it.
-func (g *bindGate) admitLocked() {
+func (g *Gate) admitLocked() {
 	for len(g.queue) > 0 {
 		t := g.queue[0]
 		if g.inflight > 0 && g.inflight+t.want > g.limit {
@@ -185,7 +191,7 @@ func (g *bindGate) admitLocked() {
 
 // expire gives back the room still held for members of an admitted gang
 // that never came to Bind (their binding cycle failed before it).
-func (g *bindGate) expire(t *gateTicket) {
+func (g *Gate) expire(t *gateTicket) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if t.unclaim == 0 {
@@ -202,7 +208,7 @@ func (g *bindGate) expire(t *gateTicket) {
 // dropLocked removes a queued ticket whose waiters gave up (context done).
 // Other members still waiting on it see their own context end too: the
 // binding cycles of one scheduler share its context.
-func (g *bindGate) dropLocked(t *gateTicket) {
+func (g *Gate) dropLocked(t *gateTicket) {
 	for i, q := range g.queue {
 		if q == t {
 			g.queue = append(g.queue[:i], g.queue[i+1:]...)
