@@ -14,44 +14,10 @@ import (
 
 	"github.com/hivesched/hivesched/apis/generated/informers/externalversions"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/devices"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
-
-// LabelHealth lets an operator set a node's health beyond what Kubernetes
-// reports, in seed 003's (LAVA's) terms: "maintenance", "retired", "bad",
-// "looping" (being checked) or "unknown" ("good" or no label: Kubernetes'
-// own view decides). docs/health.md maps every state.
-const LabelHealth = "hivesched.io/health"
-
-// nodeHealth maps a Node to the core's hardware health: an operator label
-// first, then cordon (Maintenance), then the Ready condition.
-func nodeHealth(n *v1.Node) cellcore.NodeHealth {
-	switch n.Labels[LabelHealth] {
-	case "retired":
-		return cellcore.NodeRetired
-	case "maintenance":
-		return cellcore.NodeMaintenance
-	case "bad":
-		return cellcore.NodeBad
-	case "looping":
-		return cellcore.NodeLooping
-	case "unknown":
-		return cellcore.NodeUnknown
-	}
-	if n.Spec.Unschedulable {
-		return cellcore.NodeMaintenance
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == v1.NodeReady {
-			if c.Status == v1.ConditionTrue {
-				return cellcore.NodeHealthy
-			}
-			return cellcore.NodeBad
-		}
-	}
-	return cellcore.NodeUnknown
-}
 
 func (p *HiveSched) startInformers(ctx context.Context) {
 	logger := klog.FromContext(ctx)
@@ -97,7 +63,7 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 	if !ok {
 		return
 	}
-	h := nodeHealth(n)
+	h := devices.NodeHealth(n)
 	if deleted {
 		h = cellcore.NodeBad // gone from the cluster: its capacity is lost
 	}
@@ -106,7 +72,7 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 		logger.V(5).Info("node is not in the physical cluster", "node", n.Name)
 		return
 	}
-	if !deleted && p.onNodeDevices(logger, n) {
+	if !deleted && p.nodeDevices(logger, n) {
 		p.vcs.Changed()
 		p.activateWaiting(logger, "")
 	}

@@ -1,6 +1,7 @@
 package hivesched
 
 import (
+	"github.com/hivesched/hivesched/plugins/devices"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
@@ -8,7 +9,7 @@ import (
 // The names pods and nodes carry for hivesched, as users, cmd/ and test/
 // know them from this package. Each is defined in the package that reads
 // or writes it: how a pod asks (podrequest), what it is bound with
-// (placement).
+// (placement), what a node says of its hardware (devices).
 const (
 	HivedSpecAnnotation           = podrequest.HivedSpecAnnotation
 	HivedSchedulingEnableResource = podrequest.HivedSchedulingEnableResource
@@ -26,4 +27,9 @@ const (
 	AnnotationLeafCellIndices    = placement.AnnotationLeafCellIndices
 	HivedIsolationAnnotation     = placement.AnnotationHivedIsolation
 	PlacementKeySecret           = placement.KeySecret
+
+	LabelHealth            = devices.LabelHealth
+	AnnotationDeviceHealth = devices.AnnotationDeviceHealth
+
+	LabelPodGroup = podrequest.LabelPodGroup
 )

@@ -52,6 +52,7 @@ import (
 	"github.com/hivesched/hivesched/plugins/binding"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
+	"github.com/hivesched/hivesched/plugins/devices"
 	"github.com/hivesched/hivesched/plugins/groupindex"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
@@ -79,7 +80,7 @@ type HiveSched struct {
 	deleter       binding.Deleter         // deletes pods with at most the victims' grace period
 	records       *placement.RecordWriter // placement records of downgraded groups
 	signer        *placement.Signer
-	devices       *deviceInputs           // device health and foreign pods' devices, per node
+	devices       *devices.Tracker        // device health and foreign pods' devices, per node
 	ags           *affinitygroups.Tracker // AffinityGroup lifecycles and their writer
 	pgs           *podGroups              // scheduler-plugins' PodGroups, nil without the CRD
 	wl            *workloadAPI            // Workload API PodGroups, nil without GenericWorkload
@@ -167,7 +168,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		vcClient:      vcClient,
 		groups:        groupindex.New(v1.ResourceName(args.LeafCellResourceName)),
 		cellTypes:     cellspec.NewCellTypes(args.PhysicalCluster),
-		devices:       newDeviceInputs(),
+		devices:       devices.New(core, v1.ResourceName(args.LeafCellResourceName)),
 		bindGate:      binding.NewGate(int(args.MaxBindingPods)),
 		bindRetries:   binding.NewRetries(int(args.MaxBindAttempts)),
 		holds:         newGroupHolds(),

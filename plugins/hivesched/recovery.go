@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/devices"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
@@ -106,8 +107,8 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 	start := time.Now()
 	for _, n := range nodes {
 		if _, known := p.core.NodeHealthOf(n.Name); known {
-			_ = p.core.SetNodeHealth(n.Name, nodeHealth(n))
-			p.onNodeDevices(logger, n)
+			_ = p.core.SetNodeHealth(n.Name, devices.NodeHealth(n))
+			p.nodeDevices(logger, n)
 		}
 	}
 	vcs, err := p.vcClient.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{})
@@ -162,9 +163,7 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 	// Every running pod the core does not hold now holds devices it must
 	// not hand out: pods of other schedulers, pods created with
 	// spec.nodeName or with an untrusted record, groups not taken back.
-	for _, node := range p.devices.resetForeign() {
-		p.applyDevices(logger, node)
-	}
+	p.devices.ResetForeign(logger)
 	for _, pod := range pods {
 		p.noteForeign(logger, pod, false, report)
 	}

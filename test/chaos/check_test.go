@@ -14,6 +14,7 @@ import (
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
+	"github.com/hivesched/hivesched/plugins/devices"
 	"github.com/hivesched/hivesched/plugins/hivesched"
 	"github.com/hivesched/hivesched/plugins/placement"
 )
@@ -283,7 +284,7 @@ func (h *harness) oracle(s *snapshot, ps []placed) (*cellcore.Core, error) {
 		return nil, err
 	}
 	for i := range s.nodes {
-		_ = core.SetNodeHealth(s.nodes[i].Name, hivesched.NodeHealthOf(&s.nodes[i])) // nodes outside the physical cluster are not its business
+		_ = core.SetNodeHealth(s.nodes[i].Name, devices.NodeHealth(&s.nodes[i])) // nodes outside the physical cluster are not its business
 	}
 	for i := range s.vcs {
 		if _, err := core.SetVirtualCluster(cellspec.VirtualCluster(&s.vcs[i])); err != nil {

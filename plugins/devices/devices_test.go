@@ -1,4 +1,4 @@
-package hivesched
+package devices
 
 import (
 	"testing"
@@ -56,14 +56,14 @@ func TestNodeDevicesFromAllocatable(t *testing.T) {
 }
 
 func TestDeviceInputsForeignCounts(t *testing.T) {
-	d := newDeviceInputs()
+	d := newInputs()
 	require.Equal(t, []string{"n0"}, d.setForeign("a", "ns/a", "n0", 2))
 	require.True(t, d.announce("a"))
 	require.False(t, d.announce("a"), "once")
 	require.Nil(t, d.setForeign("a", "ns/a", "n0", 2), "unchanged")
 	require.Equal(t, []string{"n0"}, d.setForeign("b", "ns/b", "n0", 3))
 	require.EqualValues(t, 5, d.coreInput("n0").Foreign)
-	names, more := d.ForeignPodsOn([]string{"n0"}, 1)
+	names, more := d.foreignPodsOn([]string{"n0"}, 1)
 	require.Equal(t, []string{"ns/a"}, names)
 	require.Equal(t, 1, more)
 	require.Equal(t, []string{"n0"}, d.setForeign("a", "ns/a", "", 0))
@@ -74,4 +74,20 @@ func TestDeviceInputsForeignCounts(t *testing.T) {
 	require.True(t, d.setNode("n1", nodeDeviceInput{unhealthy: 1}))
 	require.False(t, d.setNode("n1", nodeDeviceInput{unhealthy: 1}))
 	require.EqualValues(t, 1, d.coreInput("n1").Unhealthy)
+}
+
+func TestNodeHealth(t *testing.T) {
+	ready := func(s v1.ConditionStatus) *v1.Node {
+		return &v1.Node{Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: s}}}}
+	}
+	require.Equal(t, cellcore.NodeHealthy, NodeHealth(ready(v1.ConditionTrue)))
+	require.Equal(t, cellcore.NodeBad, NodeHealth(ready(v1.ConditionFalse)))
+	require.Equal(t, cellcore.NodeBad, NodeHealth(ready(v1.ConditionUnknown)))
+	require.Equal(t, cellcore.NodeUnknown, NodeHealth(&v1.Node{}))
+	cordoned := ready(v1.ConditionTrue)
+	cordoned.Spec.Unschedulable = true
+	require.Equal(t, cellcore.NodeMaintenance, NodeHealth(cordoned))
+	retired := ready(v1.ConditionTrue)
+	retired.Labels = map[string]string{LabelHealth: "retired"}
+	require.Equal(t, cellcore.NodeRetired, NodeHealth(retired))
 }
