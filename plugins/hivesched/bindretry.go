@@ -13,6 +13,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/metrics"
 )
 
 // Bind failures (seed 004, docs/affinitygroups.md "Bind failures"). A
@@ -43,7 +44,7 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 		return
 	}
 	n, limit := p.bindRetries.Failed(group, pod.UID)
-	bindFailures.WithLabelValues(p.groupVC(group)).Inc()
+	metrics.BindFailed(p.groupVC(group))
 	if !limit {
 		msg := fmt.Sprintf("binding member %s to node %s failed (attempt %d of %d): %v; it is retried on the same cells after a backoff",
 			pod.Name, nodeName, n, p.bindRetries.Limit(), s.bindErr)
@@ -72,7 +73,7 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 		}
 	}
 	p.bindRetries.GiveUp(group)
-	bindGiveUps.WithLabelValues(p.groupVC(group)).Inc()
+	metrics.BindGivenUp(p.groupVC(group))
 	if len(bound) == 0 {
 		msg := fmt.Sprintf("binding member %s to node %s failed %d times in a row (last: %v): affinity group %s gave its cells back and is Pending again, to be placed anew",
 			pod.Name, nodeName, n, s.bindErr, group)

@@ -15,6 +15,7 @@ import (
 	"github.com/hivesched/hivesched/apis/generated/informers/externalversions"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/devices"
+	"github.com/hivesched/hivesched/plugins/metrics"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
@@ -83,7 +84,7 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 		logger.Error(err, "setting node health", "node", n.Name)
 		return
 	}
-	healthChanges.WithLabelValues(healthLabel(h)).Inc()
+	metrics.NodeHealthChanged(h)
 	logger.V(2).Info("node health", "node", n.Name, "from", old, "to", h)
 	p.vcs.Changed()
 	if h == cellcore.NodeHealthy {

@@ -54,6 +54,7 @@ import (
 	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/devices"
 	"github.com/hivesched/hivesched/plugins/groupindex"
+	"github.com/hivesched/hivesched/plugins/metrics"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 	"github.com/hivesched/hivesched/plugins/virtualclusters"
@@ -224,7 +225,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 	}
-	registerMetrics(p, ctx.Done())
+	metrics.Register(p.schedulerName, core, p.recovered.Load, ctx.Done())
 	p.startInformers(ctx)
 	go p.records.Run(ctx)
 	go p.vcs.Run(ctx)
@@ -439,11 +440,11 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	start := time.Now()
 	d, err := p.core.Schedule(req.Group)
-	observePlacement(start, d, err)
+	metrics.PlacementDecided(start, d, err)
 	if err != nil && !cellcore.IsSpecError(err) {
 		// Not the user's mistake: logged, counted and retried with the
 		// framework's error backoff; the AffinityGroup is not refused.
-		internalErrors.WithLabelValues("schedule").Inc()
+		metrics.InternalError("schedule")
 		klog.FromContext(ctx).Error(err, "cell core internal error", "group", name, "pod", klog.KObj(pod))
 		return nil, fwk.AsStatus(fmt.Errorf("scheduling affinity group %s: internal error, retried: %w", name, err))
 	}
@@ -455,14 +456,12 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	p.vcs.Changed()
 	for _, g := range d.Downgraded {
 		// Events and the placement records, the latter in the background.
-		vc := p.groupVC(g)
-		preemptedGroups.WithLabelValues(vc, "lazy").Inc()
-		preemptedPods.WithLabelValues(vc, "lazy").Add(float64(p.groups.MemberCount(g)))
+		metrics.Downgraded(p.groupVC(g), p.groups.MemberCount(g))
 		p.downgraded(klog.FromContext(ctx), g, lazyNote(g, name, req.Group.Priority, req.Group.VirtualCluster))
 	}
 	if d.Kind == cellcore.Preempt {
 		for _, v := range d.Victims {
-			preemptedGroups.WithLabelValues(p.groupVC(v), "delete").Inc()
+			metrics.VictimGroup(p.groupVC(v))
 		}
 	}
 	switch d.Kind {
@@ -671,7 +670,7 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 	}
 	for _, vp := range p.evictor.Evict(logger, pods) {
 		victim := p.groups.GroupOf(vp)
-		preemptedPods.WithLabelValues(p.groupVC(victim), "delete").Inc()
+		metrics.VictimPod(p.groupVC(victim))
 		logger.Info("preempting", "victim", klog.KObj(vp), "group", victim, "preemptor", klog.KObj(preemptor), "preemptorGroup", group)
 		p.event(vp, v1.EventTypeNormal, "Preempted", fmt.Sprintf("preempted by affinity group %s (whole group %s is deleted)", group, victim))
 	}

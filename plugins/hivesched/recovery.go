@@ -14,6 +14,7 @@ import (
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/devices"
+	"github.com/hivesched/hivesched/plugins/metrics"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
@@ -167,10 +168,7 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 	for _, pod := range pods {
 		p.noteForeign(logger, pod, false, report)
 	}
-	recoveryDuration.Observe(time.Since(start).Seconds())
-	recoveredGroups.WithLabelValues("recovered").Add(float64(recovered))
-	recoveredGroups.WithLabelValues("refused").Add(float64(len(names) - recovered))
-	recoveredGroups.WithLabelValues("untrusted_pods").Add(float64(untrusted))
+	metrics.Recovery(time.Since(start), recovered, len(names)-recovered, untrusted)
 	logger.Info("recovered allocations", "groups", recovered, "untrustedPlacements", untrusted, "nodes", len(nodes), "virtualClusters", len(vcs.Items))
 	return nil
 }

@@ -1,4 +1,9 @@
-package hivesched
+// Package metrics is hivesched's Prometheus metrics, registered with
+// kube-scheduler's own registry (legacyregistry), so they are served on the
+// scheduler's /metrics beside the framework's (docs/inspect.md lists them):
+// counters the plugin increments as things happen, and gauges of cells
+// and groups read from the cell core at scrape time.
+package metrics
 
 import (
 	"strings"
@@ -11,10 +16,8 @@ import (
 	"github.com/hivesched/hivesched/plugins/cellcore"
 )
 
-// Metrics are registered with kube-scheduler's own registry (legacyregistry),
-// so they are served on the scheduler's /metrics beside the framework's.
-// docs/metrics.md lists them. Labels are bounded: VC names, leaf cell types,
-// and small fixed sets; never pod or group names.
+// Labels are bounded: VC names, leaf cell types, and small fixed sets; never
+// pod or group names.
 
 const metricsNamespace = "hivesched"
 
@@ -106,25 +109,29 @@ var (
 
 var registerOnce sync.Once
 
-// registerMetrics registers the metrics once per process and makes p the
-// instance the gauges are read from for its scheduler name (profile), until
-// its context ends. Gauges are read at scrape time from the core: the
-// scheduling path updates nothing for them.
-func registerMetrics(p *HiveSched, done <-chan struct{}) {
+// Register registers the metrics once per process and makes core the one
+// the gauges are read from for scheduler (a profile's name), until done is
+// closed. Gauges are read at scrape time from the core, and only while
+// recovered says the process holds the cluster's allocations (a standby's
+// view is empty: the leader reports): the scheduling path updates nothing
+// for them.
+func Register(scheduler string, core *cellcore.Core, recovered func() bool, done <-chan struct{}) {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(placementDuration, preemptedGroups, preemptedPods, recoveryDuration, recoveredGroups, healthChanges,
 			bindFailures, bindGiveUps, internalErrors)
 		legacyregistry.CustomMustRegister(cellCollector)
 	})
-	cellCollector.add(p)
+	in := &instance{name: scheduler, core: core, recovered: recovered}
+	cellCollector.add(in)
 	go func() {
 		<-done
-		cellCollector.remove(p)
+		cellCollector.remove(in)
 	}()
 }
 
-// observePlacement records one core decision.
-func observePlacement(start time.Time, d cellcore.Decision, err error) {
+// PlacementDecided records one decision of the core (Schedule), started at
+// start.
+func PlacementDecided(start time.Time, d cellcore.Decision, err error) {
 	result := "error"
 	if err == nil {
 		switch d.Kind {
@@ -145,22 +152,29 @@ func observePlacement(start time.Time, d cellcore.Decision, err error) {
 type collector struct {
 	metrics.BaseStableCollector
 	mu        sync.Mutex
-	instances map[string]*HiveSched
+	instances map[string]*instance
 }
 
-var cellCollector = &collector{instances: map[string]*HiveSched{}}
-
-func (c *collector) add(p *HiveSched) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.instances[p.schedulerName] = p
+// instance is one plugin instance's core.
+type instance struct {
+	name      string
+	core      *cellcore.Core
+	recovered func() bool
 }
 
-func (c *collector) remove(p *HiveSched) {
+var cellCollector = &collector{instances: map[string]*instance{}}
+
+func (c *collector) add(in *instance) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.instances[p.schedulerName] == p {
-		delete(c.instances, p.schedulerName)
+	c.instances[in.name] = in
+}
+
+func (c *collector) remove(in *instance) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.instances[in.name] == in {
+		delete(c.instances, in.name)
 	}
 }
 
@@ -172,17 +186,17 @@ func (c *collector) DescribeWithStability(ch chan<- *metrics.Desc) {
 
 func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
 	c.mu.Lock()
-	instances := make([]*HiveSched, 0, len(c.instances))
-	for _, p := range c.instances {
-		instances = append(instances, p)
+	instances := make([]*instance, 0, len(c.instances))
+	for _, in := range c.instances {
+		instances = append(instances, in)
 	}
 	c.mu.Unlock()
-	for _, p := range instances {
-		if !p.recovered.Load() {
+	for _, in := range instances {
+		if !in.recovered() {
 			continue // a standby's view is empty: the leader reports
 		}
-		name := p.schedulerName
-		u := p.core.LeafUsage()
+		name := in.name
+		u := in.core.LeafUsage()
 		for t, n := range u.Cluster {
 			for _, s := range leafStates(n) {
 				ch <- metrics.NewLazyConstMetric(clusterLeafCellsDesc, metrics.GaugeValue, float64(s.n), name, t, s.state)
@@ -194,7 +208,7 @@ func (c *collector) CollectWithStability(ch chan<- metrics.Metric) {
 					ch <- metrics.NewLazyConstMetric(vcLeafCellsDesc, metrics.GaugeValue, float64(s.n), name, vc, t, s.state)
 				}
 			}
-			st, ok := p.core.VirtualClusterStatus(vc)
+			st, ok := in.core.VirtualClusterStatus(vc)
 			if !ok {
 				continue
 			}
@@ -214,5 +228,41 @@ func leafStates(n cellcore.LeafUsage) []stateCount {
 	return []stateCount{{"total", n.Total}, {"free", n.Free}, {"used", n.Used}, {"opportunistic", n.Opportunistic}, {"reserved", n.Reserved}, {"bad", n.Bad}}
 }
 
-// healthLabel is a node health as a metric label value.
-func healthLabel(h cellcore.NodeHealth) string { return strings.ToLower(h.String()) }
+// NodeHealthChanged counts a node health transition to h.
+func NodeHealthChanged(h cellcore.NodeHealth) {
+	healthChanges.WithLabelValues(strings.ToLower(h.String())).Inc()
+}
+
+// Downgraded counts a group of vc lazily preempted (downgraded to
+// opportunistic, kept running) and its pods.
+func Downgraded(vc string, pods int) {
+	preemptedGroups.WithLabelValues(vc, "lazy").Inc()
+	preemptedPods.WithLabelValues(vc, "lazy").Add(float64(pods))
+}
+
+// VictimGroup counts a group of vc preempted by deleting its pods.
+func VictimGroup(vc string) { preemptedGroups.WithLabelValues(vc, "delete").Inc() }
+
+// VictimPod counts a pod of a group of vc deleted for a preemptor.
+func VictimPod(vc string) { preemptedPods.WithLabelValues(vc, "delete").Inc() }
+
+// Recovery records a rebuild of the allocations that took d: the groups
+// recovered, those the core refused, and the pods whose record was not
+// trusted.
+func Recovery(d time.Duration, recovered, refused, untrusted int) {
+	recoveryDuration.Observe(d.Seconds())
+	recoveredGroups.WithLabelValues("recovered").Add(float64(recovered))
+	recoveredGroups.WithLabelValues("refused").Add(float64(refused))
+	recoveredGroups.WithLabelValues("untrusted_pods").Add(float64(untrusted))
+}
+
+// BindFailed counts a failed binding call of a member of a group of vc.
+func BindFailed(vc string) { bindFailures.WithLabelValues(vc).Inc() }
+
+// BindGivenUp counts a placement of a group of vc given up after binding
+// failures.
+func BindGivenUp(vc string) { bindGiveUps.WithLabelValues(vc).Inc() }
+
+// InternalError counts an error of the core in operation that is not a
+// refusal of the user's request.
+func InternalError(operation string) { internalErrors.WithLabelValues(operation).Inc() }
