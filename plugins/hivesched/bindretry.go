@@ -13,6 +13,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/internal/english"
 	"github.com/hivesched/hivesched/plugins/metrics"
 )
 
@@ -87,7 +88,7 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 	}
 	sort.Strings(names)
 	msg := fmt.Sprintf("binding member %s to node %s failed %d times in a row (last: %v): affinity group %s gives its placement up; its bound members %s are deleted (their owner creates them again) and the group is placed anew once they are gone, never left partly bound",
-		pod.Name, nodeName, n, s.bindErr, group, joinNames(names))
+		pod.Name, nodeName, n, s.bindErr, group, english.JoinNames(names))
 	logger.Info("giving up a partly bound placement after binding failures: deleting its bound members", "pod", klog.KObj(pod), "group", group, "node", nodeName, "attempts", n, "bound", names)
 	p.ags.BindGaveUp(group, msg)
 	for _, m := range p.groups.Pods(group) {

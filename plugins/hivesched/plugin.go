@@ -54,6 +54,8 @@ import (
 	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/devices"
 	"github.com/hivesched/hivesched/plugins/groupindex"
+	"github.com/hivesched/hivesched/plugins/inspect"
+	"github.com/hivesched/hivesched/plugins/internal/english"
 	"github.com/hivesched/hivesched/plugins/metrics"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
@@ -220,7 +222,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		go p.recoverWhenLeading(ctx)
 	}
 	if args.InspectBindAddress != "" {
-		if _, err := p.startInspect(ctx, args.InspectBindAddress); err != nil {
+		srv := inspect.New(inspect.Config{Core: core, Groups: p.groups, VirtualClusters: p.vcs, Pods: h.SharedInformerFactory().Core().V1().Pods().Lister(),
+			Ours: p.ours, Scheduler: p.schedulerName})
+		if _, err := srv.Start(ctx, args.InspectBindAddress); err != nil {
 			p.records.ShutDown()
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
@@ -489,7 +493,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			writePreempt(pgCycle, name, &d)
 		}
 		msg := fmt.Sprintf("affinity group %s (priority %d) preempts %s in virtual cluster %q and binds once their pods are deleted",
-			name, req.Group.Priority, joinNames(d.Victims), req.Group.VirtualCluster)
+			name, req.Group.Priority, english.JoinNames(d.Victims), req.Group.VirtualCluster)
 		p.ags.Waiting(name, "Preempting", msg, d.Victims)
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	default:
@@ -499,7 +503,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			reason = "OverLimit"
 		}
 		if d.State == cellcore.AGPreempting && len(d.Victims) > 0 {
-			msg = fmt.Sprintf("affinity group %s preempts %s and binds once their pods are deleted", name, joinNames(d.Victims))
+			msg = fmt.Sprintf("affinity group %s preempts %s and binds once their pods are deleted", name, english.JoinNames(d.Victims))
 			reason = "Preempting"
 			// Still waiting for victims: make sure every victim pod is on its
 			// way out (a deletion that failed is asked for again).
@@ -515,17 +519,6 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 func (p *HiveSched) groupVC(group string) string {
 	st, _ := p.core.AffinityGroupStatus(group)
 	return st.VirtualCluster
-}
-
-// joinNames lists names as "a", "a and b", "a, b and c".
-func joinNames(names []string) string {
-	switch len(names) {
-	case 0:
-		return "no group"
-	case 1:
-		return names[0]
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // assign gives the pod its slot in its placed group and narrows the

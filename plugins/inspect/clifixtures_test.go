@@ -1,4 +1,4 @@
-package hivesched
+package inspect
 
 import (
 	"bytes"
@@ -21,17 +21,17 @@ var updateCLIFixtures = flag.Bool("update-cli-fixtures", false, "rewrite cmd/kub
 
 // TestCLIFixtures: kubectl-hivesched's golden tests read answers of the
 // inspect API saved in its testdata. They are the real API's answers on a
-// known state (inspectPlugin's 16 nodes, plus a waiting group and a bad
+// known state (testServer's 16 nodes, plus a waiting group and a bad
 // node), checked here to be what the API answers now, so the CLI's tests
 // never drift from the API. Rewrite them with -update-cli-fixtures.
 func TestCLIFixtures(t *testing.T) {
-	p := inspectPlugin(t, 16)
+	p := testServer(t, 16)
 	d, err := p.core.Schedule(cellcore.AffinityGroupSpec{Name: "ns/big", VirtualCluster: "b", Priority: 0,
 		Members: []cellcore.AffinityGroupMember{{PodNumber: 4, LeafCellNumber: 8}}})
 	require.NoError(t, err)
 	require.Equal(t, cellcore.Wait, d.Kind, d.Reason)
 	require.NoError(t, p.core.SetNodeHealth("r1-n7", cellcore.NodeBad))
-	h := p.inspectHandler()
+	h := p.Handler()
 	dir := filepath.Join("..", "..", "cmd", "kubectl-hivesched", "cli", "testdata")
 	for file, path := range map[string]string{
 		"cells.json":           "cells",
@@ -61,7 +61,7 @@ func TestCLIFixtures(t *testing.T) {
 			continue
 		}
 		want, err := os.ReadFile(target)
-		require.NoError(t, err, "run go test ./plugins/hivesched/ -run TestCLIFixtures -update-cli-fixtures")
+		require.NoError(t, err, "run go test ./plugins/inspect/ -run TestCLIFixtures -update-cli-fixtures")
 		require.Equal(t, string(want), pretty.String(), "%s is not what the inspect API answers now: rerun with -update-cli-fixtures and review", target)
 	}
 }

@@ -1,4 +1,4 @@
-package hivesched
+package inspect
 
 import (
 	"encoding/json"
@@ -18,11 +18,10 @@ import (
 	"github.com/hivesched/hivesched/plugins/virtualclusters"
 )
 
-// inspectPlugin is a HiveSched with only what the inspect API reads: a core
-// of nodes 8-GPU nodes (racks of 8, RACK/NODE/SOCKET/SWITCH/GPU), two VCs of
+// testServer is an inspect API server on a core of nodes 8-GPU nodes (racks of 8, RACK/NODE/SOCKET/SWITCH/GPU), two VCs of
 // a quarter of the nodes each, and half of each VC's nodes used by 1x8
 // groups; a 1x4 opportunistic group every 8 nodes outside them.
-func inspectPlugin(tb testing.TB, nodes int) *HiveSched {
+func testServer(tb testing.TB, nodes int) *Server {
 	tb.Helper()
 	pc := config.PhysicalClusterSpec{CellTypes: map[string]config.CellTypeSpec{
 		"V100-SWITCH": {ChildCellType: "V100", ChildCellNumber: 2},
@@ -44,11 +43,12 @@ func inspectPlugin(tb testing.TB, nodes int) *HiveSched {
 			require.NoError(tb, k.SetNodeHealth(fmt.Sprintf("r%d-n%d", r, n), cellcore.NodeHealthy))
 		}
 	}
-	p := &HiveSched{core: k, groups: groupindex.New("nvidia.com/gpu"), vcs: virtualclusters.New(virtualclusters.Config{Core: k})}
+	vcs := virtualclusters.New(virtualclusters.Config{Core: k})
+	p := New(Config{Core: k, Groups: groupindex.New("nvidia.com/gpu"), VirtualClusters: vcs})
 	for _, vc := range []string{"a", "b"} {
 		obj := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: vc},
 			Spec: hv1.VirtualClusterSpec{VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-NODE", CellNumber: int32(nodes / 4)}}}}
-		_, _, err := p.vcs.Apply(obj)
+		_, _, err := vcs.Apply(obj)
 		require.NoError(tb, err)
 		for i := 0; i < nodes/8; i++ {
 			place(tb, k, cellcore.AffinityGroupSpec{Name: fmt.Sprintf("ns/%s-%d", vc, i), VirtualCluster: vc,
@@ -81,8 +81,8 @@ func countLeaves(cells []iv1.Cell, keep func(*iv1.Cell) bool) (n int) {
 // The tree keeps the configuration's order, every cell once, and the
 // filters keep a VC's or a node's cells with their ancestors.
 func TestInspectCells(t *testing.T) {
-	p := inspectPlugin(t, 16)
-	all := p.inspectCells("", "")
+	p := testServer(t, 16)
+	all := p.cells("", "")
 	require.Len(t, all.Chains, 1)
 	require.Equal(t, []string{"V100", "V100-SWITCH", "V100-SOCKET", "V100-NODE", "V100-RACK"}, all.Chains[0].Levels)
 	racks := all.Chains[0].Cells
@@ -100,19 +100,19 @@ func TestInspectCells(t *testing.T) {
 	require.Equal(t, 8, countLeaves(racks, func(c *iv1.Cell) bool { return c.Group != "" && *c.Priority == -1 }))
 	require.Equal(t, int32(40), racks[0].UsedLeaves+racks[1].UsedLeaves)
 
-	a := p.inspectCells("a", "")
+	a := p.cells("a", "")
 	// Cells are bound to a VC as its groups need them (HiveD's buddy
 	// allocation): its two busy nodes so far.
 	require.Equal(t, 16, countLeaves(a.Chains[0].Cells, func(*iv1.Cell) bool { return true }))
 	require.Equal(t, 16, countLeaves(a.Chains[0].Cells, func(c *iv1.Cell) bool { return c.VirtualCluster == "a" }))
-	n := p.inspectCells("", "r1-n3")
+	n := p.cells("", "r1-n3")
 	require.Len(t, n.Chains[0].Cells, 1, "the node's rack only")
 	require.Len(t, n.Chains[0].Cells[0].Children, 1)
 	require.Equal(t, 8, countLeaves(n.Chains[0].Cells, func(*iv1.Cell) bool { return true }))
-	none := p.inspectCells("nope", "")
+	none := p.cells("nope", "")
 	require.Empty(t, none.Chains)
 
-	vcs := p.inspectVCs("")
+	vcs := p.virtualClusters("")
 	require.Len(t, vcs, 2)
 	require.Equal(t, iv1.LeafCounts{Total: 32, Used: 16, Free: 16, Opportunistic: 8}, vcs[0].LeafCells)
 	require.Len(t, vcs[0].Cells[0].Physical, 2, "two nodes bound so far")
@@ -124,7 +124,7 @@ func TestInspectCells(t *testing.T) {
 // VC list, usage what a metrics scrape reads.
 func BenchmarkInspect(b *testing.B) {
 	for _, nodes := range []int{1000, 10000} {
-		p := inspectPlugin(b, nodes)
+		p := testServer(b, nodes)
 		b.Run(fmt.Sprintf("nodes=%d/lock", nodes), func(b *testing.B) {
 			b.ReportAllocs()
 			var buf []cellcore.CellRecord
@@ -137,7 +137,7 @@ func BenchmarkInspect(b *testing.B) {
 			var cw countingWriter
 			for i := 0; i < b.N; i++ {
 				cw.n = 0
-				if err := json.NewEncoder(&cw).Encode(p.inspectCells("", "")); err != nil {
+				if err := json.NewEncoder(&cw).Encode(p.cells("", "")); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -148,7 +148,7 @@ func BenchmarkInspect(b *testing.B) {
 			var cw countingWriter
 			for i := 0; i < b.N; i++ {
 				cw.n = 0
-				if err := json.NewEncoder(&cw).Encode(p.inspectCells("", "r0-n0")); err != nil {
+				if err := json.NewEncoder(&cw).Encode(p.cells("", "r0-n0")); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -157,7 +157,7 @@ func BenchmarkInspect(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d/vcs", nodes), func(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
-				if err := json.NewEncoder(io.Discard).Encode(p.inspectVCs("")); err != nil {
+				if err := json.NewEncoder(io.Discard).Encode(p.virtualClusters("")); err != nil {
 					b.Fatal(err)
 				}
 			}
