@@ -107,9 +107,12 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	if !ok {
 		return
 	}
-	p.recoverMu.Lock()
-	defer p.recoverMu.Unlock()
-	recovered := p.recovered.Load()
+	p.recovery.Hold(func(recovered bool) { p.podChanged(logger, pod, deleted, recovered) })
+}
+
+// podChanged is onPod's work, under the recovery gate (recovered: this
+// process holds the allocations).
+func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recovered bool) {
 	if recovered {
 		// After the pod's own handling below: a pod the core does not hold
 		// (any more) that runs on a node holds devices all the same.

@@ -29,7 +29,6 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -59,6 +58,7 @@ import (
 	"github.com/hivesched/hivesched/plugins/metrics"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
+	"github.com/hivesched/hivesched/plugins/recovery"
 	"github.com/hivesched/hivesched/plugins/virtualclusters"
 )
 
@@ -98,10 +98,9 @@ type HiveSched struct {
 	// generator runs per profile); nil without TopologyAwareWorkloadScheduling.
 	topology fwk.PlacementGeneratePlugin
 
-	// recovered: the allocations were rebuilt (ensureRecovered); recoverMu
-	// orders recovery with the pod event handler.
-	recovered atomic.Bool
-	recoverMu sync.Mutex
+	// recovery rebuilds the allocations once (ensureRecovered), ordered
+	// with the pod event handler.
+	recovery recovery.Gate
 
 	bindOrder sync.Once // decides ownBind on first use
 	ownBind   bool      // HiveSched's Bind runs first: it writes the placement
@@ -181,10 +180,10 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 	}
-	p.vcs = virtualclusters.New(virtualclusters.Config{Core: core, Client: vcClient, Every: p.statusEvery, Recovered: p.recovered.Load, Foreign: p.devices})
+	p.vcs = virtualclusters.New(virtualclusters.Config{Core: core, Client: vcClient, Every: p.statusEvery, Recovered: p.recovery.Done, Foreign: p.devices})
 	p.ags = affinitygroups.New(affinitygroups.Config{Writes: args.AffinityGroupStatus, Client: agClient, Pods: h.ClientSet(), Core: core,
 		Members: p.groups, VirtualClusters: p.vcs, Every: p.statusEvery, Retention: time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
-		Recovered: p.recovered.Load, TimedOut: p.pendingTimedOut})
+		Recovered: p.recovery.Done, TimedOut: p.pendingTimedOut})
 	p.cellTypes.WarnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 	p.deleter = binding.NewDeleter(h.ClientSet(), args.VictimGracePeriodSeconds)
 	p.evictor = binding.NewEvictor(ctx, p.deleter.Delete, p.stillVictim)
@@ -219,7 +218,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			return nil, fmt.Errorf("%s: recovering allocations: %w", Name, err)
 		}
 	} else {
-		go p.recoverWhenLeading(ctx)
+		go p.recovery.WhenLeading(ctx, p.ensureRecovered)
 	}
 	if args.InspectBindAddress != "" {
 		srv := inspect.New(inspect.Config{Core: core, Groups: p.groups, VirtualClusters: p.vcs, Pods: h.SharedInformerFactory().Core().V1().Pods().Lister(),
@@ -229,7 +228,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 	}
-	metrics.Register(p.schedulerName, core, p.recovered.Load, ctx.Done())
+	metrics.Register(p.schedulerName, core, p.recovery.Done, ctx.Done())
 	p.startInformers(ctx)
 	go p.records.Run(ctx)
 	go p.vcs.Run(ctx)
@@ -941,7 +940,7 @@ func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newO
 	if !ok {
 		return fwk.Queue, nil
 	}
-	if p.recovered.Load() && p.groups.GroupOf(deleted) != "" {
+	if p.recovery.Done() && p.groups.GroupOf(deleted) != "" {
 		// Our pod informer's handler has not processed the deletion yet:
 		// the core still holds its cells. Requeueing now would let the
 		// pods popped before the release fail and the one popped after it

@@ -3,7 +3,6 @@ package hivesched
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	"github.com/hivesched/hivesched/plugins/metrics"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
+	"github.com/hivesched/hivesched/plugins/recovery"
 )
 
 // ensureRecovered rebuilds the core's allocations (the seed's ec) the first
@@ -26,29 +26,19 @@ import (
 // the old leader placed meanwhile (a standby, or the new pod of a rolling
 // update, would double-allocate). Scheduling runs only in the leader, after
 // the informers have synced, so the first PreFilter is the moment: the
-// allocations are read from the pod informer, under recoverMu, which the pod
-// event handler also holds, so that no pod event is lost between the two.
-// Until then the VC status writer writes nothing (a standby's view is empty).
+// allocations are read from the pod informer, under the recovery gate, which
+// the pod event handler also holds, so that no pod event is lost between the
+// two. Until then the status writers write nothing (a standby's view is
+// empty).
 func (p *HiveSched) ensureRecovered(ctx context.Context) error {
-	if p.recovered.Load() {
-		return nil
-	}
-	p.recoverMu.Lock()
-	defer p.recoverMu.Unlock()
-	if p.recovered.Load() {
-		return nil
-	}
-	if err := p.recover(ctx); err != nil {
-		return err
-	}
-	p.recovered.Store(true)
-	p.seedAGs()
-	p.vcs.Changed()
-	return nil
+	return p.recovery.Once(func() error { return p.recover(ctx) }, func() {
+		p.seedAGs()
+		p.vcs.Changed()
+	})
 }
 
 // recover rebuilds from the informers' caches (the process leads, its
-// informers run). Called with recoverMu held.
+// informers run). Called under the recovery gate.
 func (p *HiveSched) recover(ctx context.Context) error {
 	f := p.handle.SharedInformerFactory()
 	podInformer, nodeInformer := f.Core().V1().Pods(), f.Core().V1().Nodes()
@@ -69,8 +59,11 @@ func (p *HiveSched) recover(ctx context.Context) error {
 // recoverFromAPI rebuilds from the API server, in New, before the informers
 // start (a process without leader election).
 func (p *HiveSched) recoverFromAPI(ctx context.Context) error {
-	p.recoverMu.Lock()
-	defer p.recoverMu.Unlock()
+	return p.recovery.Once(func() error { return p.rebuildFromAPI(ctx) }, p.seedAGs)
+}
+
+// rebuildFromAPI rebuilds from nodes and pods listed from the API server.
+func (p *HiveSched) rebuildFromAPI(ctx context.Context) error {
 	cs := p.handle.ClientSet()
 	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -91,12 +84,7 @@ func (p *HiveSched) recoverFromAPI(ctx context.Context) error {
 	// Events recorded before the scheduler starts its event broadcaster
 	// are dropped: the pod informer's first delivery reports untrusted
 	// records instead.
-	if err := p.rebuild(ctx, nodes, pods, false); err != nil {
-		return err
-	}
-	p.recovered.Store(true)
-	p.seedAGs()
-	return nil
+	return p.rebuild(ctx, nodes, pods, false)
 }
 
 // rebuild reads node health, the VCs, then every running group from its
@@ -119,45 +107,18 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 	for i := range vcs.Items {
 		p.applyVC(logger, &vcs.Items[i])
 	}
-	groups := map[string][]recordedPod{}
 	untrusted := 0
-	for _, pod := range pods {
-		// A terminating pod still holds its devices until it is gone: its
-		// cells count until its deletion (onPod frees them then).
-		if pod.Spec.NodeName == "" || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-			continue
+	groups := recovery.Groups(pods, p.signer.Trusted, func(pod *v1.Pod, err error) {
+		untrusted++
+		if report {
+			p.refuseRecord(logger, pod, err)
+		} else {
+			logger.Info("placement record not trusted: the pod's cells are not counted as hivesched's", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "err", err)
 		}
-		if _, ok := pod.Annotations[placement.Annotation]; !ok {
-			continue
-		}
-		rec, err := p.signer.Trusted(pod)
-		if err != nil {
-			untrusted++
-			if report {
-				p.refuseRecord(logger, pod, err)
-			} else {
-				logger.Info("placement record not trusted: the pod's cells are not counted as hivesched's", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "err", err)
-			}
-			continue
-		}
-		groups[rec.Group] = append(groups[rec.Group], recordedPod{pod, rec})
-	}
-	names := make([]string, 0, len(groups))
-	for n := range groups {
-		names = append(names, n)
-	}
-	// Higher priority first, so that if anything no longer fits, the lower
-	// priority groups are the ones downgraded.
-	sort.Slice(names, func(i, j int) bool {
-		a, b := groups[names[i]][0].rec, groups[names[j]][0].rec
-		if a.Priority != b.Priority {
-			return a.Priority > b.Priority
-		}
-		return names[i] < names[j]
 	})
 	recovered := 0
-	for _, n := range names {
-		if p.recoverGroup(logger, n, groups[n], "after a scheduler restart") == nil {
+	for _, g := range groups {
+		if p.recoverGroup(logger, g, "after a scheduler restart") == nil {
 			recovered++
 		}
 	}
@@ -168,15 +129,9 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 	for _, pod := range pods {
 		p.noteForeign(logger, pod, false, report)
 	}
-	metrics.Recovery(time.Since(start), recovered, len(names)-recovered, untrusted)
+	metrics.Recovery(time.Since(start), recovered, len(groups)-recovered, untrusted)
 	logger.Info("recovered allocations", "groups", recovered, "untrustedPlacements", untrusted, "nodes", len(nodes), "virtualClusters", len(vcs.Items))
 	return nil
-}
-
-// recordedPod is a bound pod and its trusted placement record.
-type recordedPod struct {
-	pod *v1.Pod
-	rec placement.Record
 }
 
 // refuseRecord reports a bound pod whose placement record is not trusted:
@@ -192,23 +147,18 @@ func (p *HiveSched) refuseRecord(logger klog.Logger, pod *v1.Pod, err error) {
 // recoverGroup adds a running group back to the core from its pods' records
 // (all from one group, trusted) and tracks the pods as its members, keyed by
 // the records, whatever their labels say now.
-func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedPod, when string) error {
-	var rp []cellcore.RecoveredPod
-	recorded := false // some pod's record says the group had been downgraded
-	for _, m := range ms {
-		rp = append(rp, m.rec.Recovered(m.pod))
-		recorded = recorded || m.rec.Downgraded
-	}
-	res, err := p.core.RecoverAffinityGroup(ms[0].rec.Spec(), rp)
+func (p *HiveSched) recoverGroup(logger klog.Logger, g recovery.Group, when string) error {
+	name := g.Name
+	res, recorded, err := g.Recover(p.core)
 	if err != nil {
 		logger.Error(err, "affinity group not recovered", "group", name)
-		for _, m := range ms {
-			p.event(m.pod, v1.EventTypeWarning, "RecoveryFailed", err.Error())
+		for _, m := range g.Pods {
+			p.event(m.Pod, v1.EventTypeWarning, "RecoveryFailed", err.Error())
 		}
 		return err
 	}
-	for _, m := range ms {
-		p.groups.TrackRecorded(m.pod, m.rec.Request())
+	for _, m := range g.Pods {
+		p.groups.TrackRecorded(m.Pod, m.Record.Request())
 	}
 	p.vcs.Changed()
 	if res.Downgraded {
@@ -242,13 +192,13 @@ func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placement.Record)
 		p.event(pod, v1.EventTypeWarning, "PlacementNotInCache", msg)
 		return
 	}
-	ms := []recordedPod{{pod, rec}}
+	ms := []recovery.Recorded{{Pod: pod, Record: rec}}
 	for _, other := range p.groups.Pods(rec.Group) {
 		if other.UID == pod.UID || other.Spec.NodeName == "" || other.DeletionTimestamp != nil {
 			continue
 		}
 		if r, err := p.signer.Trusted(other); err == nil && r.Group == rec.Group {
-			ms = append(ms, recordedPod{other, r})
+			ms = append(ms, recovery.Recorded{Pod: other, Record: r})
 		}
 	}
 	if known {
@@ -259,7 +209,7 @@ func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placement.Record)
 			return
 		}
 	}
-	if p.recoverGroup(logger, rec.Group, ms, "when a bound pod of it was found") == nil {
+	if p.recoverGroup(logger, recovery.Group{Name: rec.Group, Pods: ms}, "when a bound pod of it was found") == nil {
 		logger.Info("adopted a bound affinity group the scheduler did not hold", "group", rec.Group, "pods", len(ms), "pod", klog.KObj(pod))
 	}
 }
