@@ -91,19 +91,28 @@ func (x *Index) requestLocked(pod *v1.Pod) (*podrequest.Request, error) {
 	if ok && e.rv == pod.ResourceVersion {
 		return e.req, e.err
 	}
-	var req *podrequest.Request
-	var err error
-	if x.resolver != nil {
-		req, err = x.resolver.Read(pod)
-	} else {
-		req, err = podrequest.Parse(pod, x.resource)
-	}
+	req, err := x.readLocked(pod)
 	rv := pod.ResourceVersion
 	if podrequest.IsAwaiting(err) {
 		rv = "" // read again next time: it waits for other objects, not for a fix of the pod
 	}
 	x.parsed[pod.UID] = parsedPod{rv: rv, req: req, err: err, fp: podrequest.Fingerprint(pod)}
 	return req, err
+}
+
+// Read reads the pod's request as Request does, but neither takes it from
+// nor keeps it in the index (a deleted pod's, gone from it).
+func (x *Index) Read(pod *v1.Pod) (*podrequest.Request, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.readLocked(pod)
+}
+
+func (x *Index) readLocked(pod *v1.Pod) (*podrequest.Request, error) {
+	if x.resolver != nil {
+		return x.resolver.Read(pod)
+	}
+	return podrequest.Parse(pod, x.resource)
 }
 
 // ForgetRefused drops the cached read of a pod whose request was refused

@@ -50,6 +50,19 @@ const holdTimeout = 30 * time.Second
 // decision in the pod-group cycle state, for PodGroupPostFilter.
 const preemptKey fwk.StateKey = Name + "/preempt"
 
+// podGroupCycles is what the pod-group cycle's extension points keep
+// between them.
+type podGroupCycles struct {
+	// holds: groups placed by a pod-group cycle, not yet confirmed by its
+	// binding step.
+	holds *groupHolds
+	// topology places the pod groups hivesched does not schedule, as the
+	// in-tree TopologyPlacementGenerator would (only one placement
+	// generator runs per profile); nil without
+	// TopologyAwareWorkloadScheduling.
+	topology fwk.PlacementGeneratePlugin
+}
+
 // groupHolds are the groups placed by a pod-group cycle and not confirmed
 // by its step 3.
 type groupHolds struct {
@@ -145,7 +158,7 @@ func (p *HiveSched) releaseHolds(logger klog.Logger, groups []string, why string
 // releaseOtherCycles releases the holds of every cycle but this one (nil:
 // a pod's own cycle): they ended, as only one scheduling cycle runs at a time.
 func (p *HiveSched) releaseOtherCycles(logger klog.Logger, cycle fwk.PodGroupCycleState) {
-	p.releaseHolds(logger, p.holds.takeIf(func(x groupHold) bool { return x.cycle != cycle }), "a later scheduling cycle started")
+	p.releaseHolds(logger, p.cycles.holds.takeIf(func(x groupHold) bool { return x.cycle != cycle }), "a later scheduling cycle started")
 }
 
 // runHoldJanitor releases holds older than holdTimeout (an idle scheduler
@@ -160,7 +173,7 @@ func (p *HiveSched) runHoldJanitor(ctx context.Context) {
 			return
 		case <-t.C:
 			cut := time.Now().Add(-holdTimeout)
-			p.releaseHolds(logger, p.holds.takeIf(func(x groupHold) bool { return x.since.Before(cut) }), "no cycle confirmed it in time")
+			p.releaseHolds(logger, p.cycles.holds.takeIf(func(x groupHold) bool { return x.since.Before(cut) }), "no cycle confirmed it in time")
 		}
 	}
 }
@@ -169,7 +182,7 @@ func (p *HiveSched) runHoldJanitor(ctx context.Context) {
 // confirms the group's hold, and refuses a member whose group no longer
 // holds its cells (the hold was released: the pod is retried).
 func (p *HiveSched) reserveInPodGroupCycle(pod *v1.Pod, s *cycleState) *fwk.Status {
-	p.holds.take(s.group)
+	p.cycles.holds.take(s.group)
 	if st, ok := p.core.AffinityGroupState(s.group); !ok || (st != cellcore.AGAllocated && st != cellcore.AGBeingPreempted) ||
 		!p.core.JoinsPlacement(s.group, podrequest.PodKey(pod), s.leaves) {
 		return fwk.NewStatus(fwk.Unschedulable, "affinity group "+s.group+" no longer holds its cells (its placement was released): it is placed again")
@@ -210,7 +223,7 @@ func (p *HiveSched) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCy
 			}
 			continue
 		}
-		if p.holds.heldBy(group, state) && p.holds.take(group) {
+		if p.cycles.holds.heldBy(group, state) && p.cycles.holds.take(group) {
 			p.releaseHolds(logger, []string{group}, "its pod group cycle failed")
 		}
 	}
@@ -302,8 +315,8 @@ func (p *HiveSched) GeneratePlacements(ctx context.Context, state fwk.PodGroupCy
 		}
 		return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{{Name: req.Group.Name, Nodes: in}}}, nil
 	}
-	if p.topology != nil {
-		return p.topology.GeneratePlacements(ctx, state, pg, parent)
+	if p.cycles.topology != nil {
+		return p.cycles.topology.GeneratePlacements(ctx, state, pg, parent)
 	}
 	return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{parent}}, nil
 }

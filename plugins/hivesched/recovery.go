@@ -3,6 +3,7 @@ package hivesched
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +19,17 @@ import (
 	"github.com/hivesched/hivesched/plugins/podrequest"
 	"github.com/hivesched/hivesched/plugins/recovery"
 )
+
+// awaitLeadership says that this process runs leader election: the plugin
+// then recovers its state when the process starts leading, not in New
+// (ensureRecovered says why). The scheduler command sets it from its
+// configuration (cmd/hivesched-scheduler); a process without leader election
+// (tests, a local cluster) recovers in New, as it is the only scheduler.
+var awaitLeadership atomic.Bool
+
+// AwaitLeadership makes plugins built from now on recover their state when
+// the process starts leading (or first schedules, whichever comes first).
+func AwaitLeadership(on bool) { awaitLeadership.Store(on) }
 
 // ensureRecovered rebuilds the core's allocations (the seed's ec) the first
 // time this process schedules, not when it starts: with leader election
@@ -211,5 +223,18 @@ func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placement.Record)
 	}
 	if p.recoverGroup(logger, recovery.Group{Name: rec.Group, Pods: ms}, "when a bound pod of it was found") == nil {
 		logger.Info("adopted a bound affinity group the scheduler did not hold", "group", rec.Group, "pods", len(ms), "pod", klog.KObj(pod))
+	}
+}
+
+// seedAGs notes every tracked member pod once this process has recovered
+// (pods seen before were only indexed).
+func (p *HiveSched) seedAGs() {
+	if p.ags == nil {
+		return
+	}
+	for _, pod := range p.groups.AllPods() {
+		if req, err := p.request(pod); err == nil && req != nil {
+			p.ags.Seen(pod, req)
+		}
 	}
 }

@@ -2,17 +2,15 @@ package hivesched
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/hivesched/hivesched/apis/generated/informers/externalversions"
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/devices"
 	"github.com/hivesched/hivesched/plugins/metrics"
@@ -20,46 +18,44 @@ import (
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
+// startInformers hands the informers' events to the handlers below and
+// sets up what reads pods' requests from the objects their groups name.
 func (p *HiveSched) startInformers(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	f := p.handle.SharedInformerFactory()
-	_, _ = f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { p.onNode(logger, obj, false) },
-		UpdateFunc: func(_, obj interface{}) { p.onNode(logger, obj, false) },
-		DeleteFunc: func(obj interface{}) { p.onNode(logger, obj, true) },
-	})
-	_, _ = f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { p.onPod(logger, obj, false) },
-		UpdateFunc: func(_, obj interface{}) { p.onPod(logger, obj, false) },
-		DeleteFunc: func(obj interface{}) { p.onPod(logger, obj, true) },
-	})
+	_, _ = f.Core().V1().Nodes().Informer().AddEventHandler(handle(logger, p.onNode))
+	_, _ = f.Core().V1().Pods().Informer().AddEventHandler(handle(logger, p.onPod))
 	vf := externalversions.NewSharedInformerFactory(p.vcClient, 0)
-	_, _ = vf.Hivesched().V1alpha1().VirtualClusters().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { p.onVC(logger, obj, false) },
-		UpdateFunc: func(_, obj interface{}) { p.onVC(logger, obj, false) },
-		DeleteFunc: func(obj interface{}) { p.onVC(logger, obj, true) },
-	})
+	_, _ = vf.Hivesched().V1alpha1().VirtualClusters().Informer().AddEventHandler(handle(logger, p.onVC))
 	agInf := vf.Hivesched().V1alpha1().AffinityGroups()
-	_, _ = agInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { p.onAG(logger, obj, false) },
-		UpdateFunc: func(_, obj interface{}) { p.onAG(logger, obj, false) },
-		DeleteFunc: func(obj interface{}) { p.onAG(logger, obj, true) },
-	})
+	_, _ = agInf.Informer().AddEventHandler(handle(logger, p.onAG))
 	p.startWorkloadInformers(logger)
 	lookups := podrequest.Lookups{AffinityGroups: agInf.Lister(), PodGroups: p.pgs.listerOrNil}
 	if p.wl != nil {
 		lookups.Workloads = p.wl.listers
 	}
-	p.resolver = podrequest.NewResolver(p.resource, lookups)
-	p.groups.SetResolver(p.resolver)
+	p.groups.SetResolver(podrequest.NewResolver(p.resource, lookups))
 	vf.Start(ctx.Done())
 	p.startPodGroupInformer(ctx, logger)
 }
 
-func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
+// handle adapts on to an informer's event handler: on sees each object
+// added, updated (its new version) or deleted (tombstones unwrapped).
+func handle(logger klog.Logger, on func(logger klog.Logger, obj interface{}, deleted bool)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { on(logger, obj, false) },
+		UpdateFunc: func(_, obj interface{}) { on(logger, obj, false) },
+		DeleteFunc: func(obj interface{}) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			on(logger, obj, true)
+		},
 	}
+}
+
+// onNode hands a node's health and devices to the core.
+func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 	n, ok := obj.(*v1.Node)
 	if !ok {
 		return
@@ -100,9 +96,6 @@ func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
 // process has recovered (it is not leading yet) only the index is kept: the
 // core holds nothing a pod could free, and recovery reads the pods afresh.
 func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
 		return
@@ -196,7 +189,7 @@ func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recover
 	p.vcs.Changed()
 	freed := res.FreedLeaves
 	if empty {
-		p.bindRetries.Forget(group)
+		p.binds.retries.Forget(group)
 	}
 	if empty && !res.GroupDeleted {
 		// Nothing of the group is left in Kubernetes: Pending (e8) or
@@ -220,22 +213,84 @@ func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recover
 	}
 }
 
-// event records an event on an object (a pod, a VirtualCluster), where its
-// owner looks.
-func (p *HiveSched) event(obj runtime.Object, eventType, reason, note string) {
-	if r := p.handle.EventRecorder(); r != nil {
-		r.Eventf(obj, nil, eventType, reason, "Scheduling", "%s", note)
+func (p *HiveSched) onVC(logger klog.Logger, obj interface{}, deleted bool) {
+	vc, ok := obj.(*hv1.VirtualCluster)
+	if !ok {
+		return
+	}
+	if !deleted {
+		if !p.vcs.Refresh(vc) { // unless only its status changed
+			p.applyVC(logger, vc)
+		}
+		return
+	}
+	res, err := p.vcs.Remove(vc.Name)
+	if err != nil {
+		logger.V(2).Info("removing virtual cluster", "virtualCluster", vc.Name, "err", err)
+	}
+	for _, g := range res.Downgraded {
+		logger.Info("virtual cluster deleted: affinity group runs on as opportunistic", "virtualCluster", vc.Name, "group", g)
+		p.downgraded(logger, g, vcNote(g, vc.Name, "was deleted"))
+	}
+	p.vcs.Changed()
+}
+
+// applyVC hands a VC's spec to the core. A spec the cluster cannot host is
+// Rejected (status condition and event); the other VCs keep working.
+func (p *HiveSched) applyVC(logger klog.Logger, vc *hv1.VirtualCluster) {
+	res, newlyRejected, err := p.vcs.Apply(vc)
+	if err != nil {
+		logger.Error(err, "virtual cluster rejected", "virtualCluster", vc.Name)
+		if newlyRejected {
+			p.event(vc, "Warning", "Rejected", err.Error())
+		}
+		return
+	}
+	for _, g := range res.Downgraded {
+		logger.Info("virtual cluster shrank: affinity group runs on as opportunistic (lazy preemption)", "virtualCluster", vc.Name, "group", g)
+		p.event(vc, "Normal", "Downgraded", fmt.Sprintf("affinity group %s no longer fits the virtual cluster and runs on as opportunistic", g))
+		p.downgraded(logger, g, vcNote(g, vc.Name, "shrank below what its groups use"))
+	}
+	p.activateWaiting(logger, vc.Name) // its capacity changed
+}
+
+func (p *HiveSched) onAG(logger klog.Logger, obj interface{}, deleted bool) {
+	ag, ok := obj.(*hv1.AffinityGroup)
+	if !ok {
+		return
+	}
+	p.ags.Object(ag, deleted)
+	if !deleted && ag.Labels[hv1.LabelManagedBy] != hv1.ManagedByHivesched {
+		// Pods that came before their explicit group are read again.
+		p.groupObjectChanged(logger, ag.Namespace, labels.SelectorFromSet(labels.Set{LabelAffinityGroup: ag.Name}))
 	}
 }
 
-func (p *HiveSched) annotate(ctx context.Context, pod *v1.Pod, ann map[string]string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
-	if err != nil {
-		return err
+// groupObjectChanged re-reads the requests of the unbound pods an
+// AffinityGroup (or PodGroup) describes whose request was refused before
+// (they came before the object did) and sends them back to the active
+// queue. Called by the informers' handlers.
+func (p *HiveSched) groupObjectChanged(logger klog.Logger, namespace string, selector labels.Selector) {
+	p.rereadRefused(logger, namespace, func(pod *v1.Pod) bool { return selector.Matches(labels.Set(pod.Labels)) })
+}
+
+// rereadRefused re-reads the refused requests of the namespace's unbound
+// pods that match and sends them back to the active queue.
+func (p *HiveSched) rereadRefused(logger klog.Logger, namespace string, match func(*v1.Pod) bool) {
+	lister := p.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	pods, err := lister.Pods(namespace).List(labels.Everything())
+	if err != nil || len(pods) == 0 {
+		return
 	}
-	_, err = p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	activate := map[string]*v1.Pod{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != "" || !match(pod) || !p.groups.ForgetRefused(pod) {
+			continue
+		}
+		p.groups.Track(pod) // read again, and counted for the gang gate
+		activate[pod.Namespace+"/"+pod.Name] = pod
 	}
-	return nil
+	if len(activate) > 0 {
+		p.handle.Activate(logger, activate)
+	}
 }

@@ -44,11 +44,11 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 		// meanwhile: nothing to retry on.
 		return
 	}
-	n, limit := p.bindRetries.Failed(group, pod.UID)
+	n, limit := p.binds.retries.Failed(group, pod.UID)
 	metrics.BindFailed(p.groupVC(group))
 	if !limit {
 		msg := fmt.Sprintf("binding member %s to node %s failed (attempt %d of %d): %v; it is retried on the same cells after a backoff",
-			pod.Name, nodeName, n, p.bindRetries.Limit(), s.bindErr)
+			pod.Name, nodeName, n, p.binds.retries.Limit(), s.bindErr)
 		logger.Info("binding failed, retrying on the same cells", "pod", klog.KObj(pod), "group", group, "node", nodeName, "attempt", n, "err", s.bindErr)
 		p.event(pod, v1.EventTypeWarning, "BindFailed", msg)
 		p.ags.Waiting(group, "BindFailed", msg, nil)
@@ -69,11 +69,11 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 	for _, b := range bound {
 		if b.UID == pod.UID {
 			// This very binding went through after all.
-			p.bindRetries.Bound(group, pod.UID)
+			p.binds.retries.Bound(group, pod.UID)
 			return
 		}
 	}
-	p.bindRetries.GiveUp(group)
+	p.binds.retries.GiveUp(group)
 	metrics.BindGivenUp(p.groupVC(group))
 	if len(bound) == 0 {
 		msg := fmt.Sprintf("binding member %s to node %s failed %d times in a row (last: %v): affinity group %s gave its cells back and is Pending again, to be placed anew",
@@ -94,7 +94,7 @@ func (p *HiveSched) bindFailed(ctx context.Context, s *cycleState, pod *v1.Pod, 
 	for _, m := range p.groups.Pods(group) {
 		p.event(m, v1.EventTypeWarning, reasonPlacementGivenUp, msg)
 	}
-	for _, b := range p.bindEvictor.Evict(logger, bound) {
+	for _, b := range p.binds.evictor.Evict(logger, bound) {
 		logger.V(2).Info("deleting a bound member of a group whose placement was given up", "pod", klog.KObj(b), "group", group)
 	}
 }
@@ -117,7 +117,7 @@ func (p *HiveSched) rollBackGivenUp(logger klog.Logger, group, msg string) {
 // member waits for the bound ones to be deleted (their deletion requeues
 // it). ok is false when the pod must wait with status st.
 func (p *HiveSched) givenUpPreFilter(logger klog.Logger, state fwk.CycleState, group string) (rolledBack bool, st *fwk.Status) {
-	if !p.bindRetries.GaveUp(group) {
+	if !p.binds.retries.GaveUp(group) {
 		return false, nil
 	}
 	if p.groups.Unused(group) {
@@ -133,7 +133,7 @@ func (p *HiveSched) givenUpPreFilter(logger klog.Logger, state fwk.CycleState, g
 // stillGivenUp is the bind evictor's check before every deletion attempt:
 // only members of a group whose placement is still abandoned are deleted.
 func (p *HiveSched) stillGivenUp(pod *v1.Pod) bool {
-	return p.bindRetries.GaveUp(p.groups.GroupOf(pod))
+	return p.binds.retries.GaveUp(p.groups.GroupOf(pod))
 }
 
 // boundMembers asks the API server (not the informer) which members of the

@@ -1,11 +1,13 @@
 package hivesched
 
 import (
+	"context"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/placement"
 )
 
@@ -69,4 +71,56 @@ func (p *HiveSched) groupDowngraded(group string) bool {
 	}
 	st, ok := p.core.AffinityGroupStatus(group)
 	return ok && st.Downgraded
+}
+
+// pendingTimedOut gives up on a group that waited too long: its pods get
+// an event and are refused from now on (PreFilter asks ended); the core
+// forgets it (a Preempting group's reservations go back). Its pods are
+// left to their owner unless the VC says to delete them.
+func (p *HiveSched) pendingTimedOut(logger klog.Logger, group string, pods []*v1.Pod) {
+	st, ok := p.core.AffinityGroupState(group)
+	if ok && st == cellcore.AGAllocated && p.groups.BoundCount(group) == 0 {
+		// Placed by a PreFilter that ran while the timeout fired: its
+		// members wait at Permit (or bind now, and a bound one is adopted
+		// from its record); the timeout wins.
+		p.rejectWaiting(group, "affinity group "+group+" failed: pending timeout")
+		st = cellcore.AGPending
+	}
+	if ok && (st == cellcore.AGPending || st == cellcore.AGPreempting) {
+		res, err := p.core.DeleteAffinityGroup(group)
+		if err != nil {
+			logger.Error(err, "forgetting a timed-out affinity group", "group", group)
+		}
+		p.vcs.Changed()
+		if res.FreedLeaves > 0 {
+			p.activateWaiting(logger, "")
+		}
+	}
+	vcName := ""
+	if len(pods) > 0 {
+		if req, err := p.request(pods[0]); err == nil && req != nil {
+			vcName = req.Group.VirtualCluster
+		}
+	}
+	del := false
+	if vc := p.vcs.Object(vcName); vc != nil {
+		del = vc.Spec.DeletePodsOnPendingTimeout
+	}
+	logger.Info("affinity group pending timeout", "group", group, "deletePods", del)
+	for _, pod := range pods {
+		note := fmt.Sprintf("affinity group %s failed: it was pending longer than its pending timeout; its pods are no longer scheduled", group)
+		if del {
+			note += " and are deleted (the virtual cluster's deletePodsOnPendingTimeout)"
+		} else {
+			note += " and are left to their owner"
+		}
+		p.event(pod, v1.EventTypeWarning, "PendingTimeout", note)
+	}
+	if del {
+		for _, pod := range pods {
+			if err := p.deleter.Delete(context.Background(), pod); err != nil {
+				logger.Error(err, "deleting a timed-out pod", "pod", klog.KObj(pod))
+			}
+		}
+	}
 }
