@@ -19,17 +19,17 @@ import (
 	"github.com/hivesched/hivesched/plugins/statuswriter"
 )
 
-// WriteQPS bounds the AffinityGroup writer's API calls per second (burst
+// writeQPS bounds the AffinityGroup writer's API calls per second (burst
 // twice that): with many gangs at once, statuses lag rather than load the
 // API server that binds pods.
-const WriteQPS = 20
+const writeQPS = 20
 
-// NewClient is the writer's client: its own, limited to WriteQPS, so that
+// NewClient is the writer's client: its own, limited to writeQPS, so that
 // a burst of gangs never takes the API server from binding (AffinityGroup
 // writes are observability; their statuses lag instead).
 func NewClient(kc *rest.Config) (versioned.Interface, error) {
 	akc := rest.CopyConfig(kc)
-	akc.QPS, akc.Burst = WriteQPS, 2*WriteQPS
+	akc.QPS, akc.Burst = writeQPS, 2*writeQPS
 	return versioned.NewForConfig(akc)
 }
 
