@@ -15,9 +15,9 @@ import (
 
 // PostFilter carries out a preemption decided in PreFilter (AG e1): every pod
 // of every victim group is deleted (whole gangs, never part of one; the
-// deletions run in the background, see evictor), and the pod is nominated to
-// its reserved node. It schedules once the victims are
-// gone (cell e9, AG e4, then AG e2 on its next PreFilter).
+// deletions run in the background, see binding.Evictor), and the pod is
+// nominated to its reserved node. It schedules once the victims are gone
+// (cell e9, AG e4, then AG e2 on its next PreFilter).
 //
 // A pod that PreFilter refused (a bad request, or a group that waits) gets
 // UnschedulableAndUnresolvable with no message: the core's decision is all
