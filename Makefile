@@ -144,9 +144,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME) ./plugins/cellcore/
 	$(GO) test -run '^$$' -fuzz '^FuzzAffinityGroupRequest$$' -fuzztime $(FUZZTIME) ./plugins/cellcore/
 	$(GO) test -run '^$$' -fuzz '^FuzzRecoverAffinityGroup$$' -fuzztime $(FUZZTIME) ./plugins/cellcore/
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePodNative$$' -fuzztime $(FUZZTIME) ./plugins/hivesched/
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePodHived$$' -fuzztime $(FUZZTIME) ./plugins/hivesched/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlacement$$' -fuzztime $(FUZZTIME) ./plugins/hivesched/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePodNative$$' -fuzztime $(FUZZTIME) ./plugins/podrequest/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePodHived$$' -fuzztime $(FUZZTIME) ./plugins/podrequest/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlacement$$' -fuzztime $(FUZZTIME) ./plugins/placement/
 
 clean:
 	rm -rf $(BIN) $(OUT)

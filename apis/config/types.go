@@ -47,7 +47,7 @@ type HiveSchedArgs struct {
 
 	// MaxBindingPods is how many of HiveSched's pods may have their binding
 	// API call in flight at once; whole gangs are let through in arrival
-	// order (plugins/hivesched/bindgate.go). 0: no limit.
+	// order (plugins/binding/gate.go). 0: no limit.
 	MaxBindingPods int32
 
 	// MaxBindAttempts: binding failures of a member in a row before its

@@ -7,7 +7,7 @@ import (
 // CellRecord is one physical cell as the inspect API shows it: a flat copy
 // of its mutable state taken under the core's lock (CellRecords), which the
 // caller turns into a tree outside it, so that an operator's view costs
-// scheduling as little as possible (BenchmarkInspect in plugins/hivesched
+// scheduling as little as possible (BenchmarkInspect in plugins/inspect
 // measures it). What never changes after the model is built (type, address,
 // node, device index) is read through the cell, without the lock.
 type CellRecord struct {

@@ -24,84 +24,65 @@ package hivesched
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/topologyaware"
 
 	"github.com/hivesched/hivesched/apis/config"
 	"github.com/hivesched/hivesched/apis/config/validation"
 	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
+	"github.com/hivesched/hivesched/plugins/affinitygroups"
+	"github.com/hivesched/hivesched/plugins/binding"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/cellspec"
+	"github.com/hivesched/hivesched/plugins/devices"
+	"github.com/hivesched/hivesched/plugins/groupindex"
+	"github.com/hivesched/hivesched/plugins/inspect"
+	"github.com/hivesched/hivesched/plugins/metrics"
+	"github.com/hivesched/hivesched/plugins/placement"
+	"github.com/hivesched/hivesched/plugins/podrequest"
+	"github.com/hivesched/hivesched/plugins/recovery"
+	"github.com/hivesched/hivesched/plugins/virtualclusters"
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration.
 const Name = "HiveSched"
 
-const stateKey fwk.StateKey = Name
-
-// HiveSched is the plugin.
+// HiveSched is the plugin: the extension points, the informers' handlers,
+// and the parts they drive (docs/plugin.md, "Packages").
 type HiveSched struct {
-	handle        fwk.Handle
-	core          *cellcore.Core
-	resource      v1.ResourceName
-	permitTimeout time.Duration
-	statusEvery   time.Duration
-	schedulerName string // pods of other schedulers are not ours
-	vcClient      versioned.Interface
-	agClient      versioned.Interface // AffinityGroup writes, with their own rate limit
-	groups        *groupIndex
-	vcs           *vcRegistry
-	nonLeafTypes  map[string]leafCount // cell types that are not leaf cell types
-	evictor       *evictor
-	victimGrace   int64         // seconds: the most a victim pod is given to stop
-	records       *recordWriter // placement records of downgraded groups
-	statusKick    chan struct{} // a VC status may have changed
-	signer        *placementSigner
-	devices       *deviceInputs // device health and foreign pods' devices, per node
-	ags           *agTracker    // AffinityGroup lifecycles; nil with affinityGroupStatus: false
-	agRetention   time.Duration // how long a finished AffinityGroup is kept
-	agLister      agLister      // AffinityGroup objects (the explicit form)
-	pgs           *podGroups    // scheduler-plugins' PodGroups, nil without the CRD
-	wl            *workloadAPI  // Workload API PodGroups, nil without GenericWorkload
-	// holds: groups placed by a pod-group cycle, not yet confirmed by its
-	// binding step (podgroupcycle.go).
-	holds *groupHolds
-	// topology places the pod groups hivesched does not schedule, as the
-	// in-tree TopologyPlacementGenerator would (only one placement
-	// generator runs per profile); nil without TopologyAwareWorkloadScheduling.
-	topology fwk.PlacementGeneratePlugin
+	handle fwk.Handle
+	core   *cellcore.Core
 
-	// recovered: the allocations were rebuilt (ensureRecovered); recoverMu
-	// orders recovery with the pod event handler.
-	recovered atomic.Bool
-	recoverMu sync.Mutex
+	// Settings, from the args and the profile.
+	resource      v1.ResourceName     // the leaf cell resource pods request
+	permitTimeout time.Duration       // how long Permit waits for a whole gang
+	schedulerName string              // the profile: pods of other schedulers are not ours
+	cellTypes     cellspec.CellTypes  // what the cell type hierarchy says of a request
+	vcClient      versioned.Interface // VirtualClusters and AffinityGroups (informers, recovery)
 
-	bindOrder sync.Once // decides ownBind on first use
-	ownBind   bool      // HiveSched's Bind runs first: it writes the placement
-
-	// bindGate paces the binding calls by whole gangs (nil: no limit).
-	bindGate *bindGate
-	// bindRetries counts binding failures per group (maxBindAttempts);
-	// bindEvictor deletes the bound members of a placement given up.
-	bindRetries *bindRetries
-	bindEvictor *evictor
+	groups   *groupindex.Index         // the member pods of every group, and their requests
+	vcs      *virtualclusters.Registry // VirtualClusters: the core's VCs, admission, status
+	ags      *affinitygroups.Tracker   // AffinityGroup lifecycles and their writer
+	devices  *devices.Tracker          // device health and foreign pods' devices, per node
+	signer   *placement.Signer         // signs and verifies placement records
+	records  *placement.RecordWriter   // rewrites the records of downgraded groups
+	recovery recovery.Gate             // rebuilds the allocations once, ordered with the pod handler
+	victims  *binding.Evictor          // deletes the pods of preempted groups
+	deleter  binding.Deleter           // deletes pods with at most the victims' grace period
+	binds    binds                     // the binding path's pacing and failures (bind.go)
+	cycles   podGroupCycles            // what pod-group cycles hold (podgroupcycle.go)
+	pgs      *podGroups                // scheduler-plugins' PodGroups
+	wl       *workloadAPI              // Workload API PodGroups, nil without GenericWorkload
 }
 
 var (
@@ -126,7 +107,7 @@ var (
 func (p *HiveSched) Name() string { return Name }
 
 // New builds the cell core from the plugin args, reads the placement signing
-// key, and starts the informers and the VC status writer. The allocations of
+// key, and starts the informers and the status writers. The allocations of
 // running pods are recovered before any scheduling: here, or with leader
 // election when this process starts leading (ensureRecovered).
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -137,7 +118,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := validation.ValidateHiveSchedArgs(nil, args); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	core, err := cellcore.New(CoreConfig(args.PhysicalCluster))
+	core, err := cellcore.New(cellspec.Config(args.PhysicalCluster))
 	if err != nil {
 		return nil, fmt.Errorf("%s: physical cluster: %w", Name, err)
 	}
@@ -148,166 +129,81 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	// AffinityGroup writes are observability: their own client, limited
-	// to agWriteQPS, so that a burst of gangs never takes the API server
-	// from binding (their statuses lag instead).
-	akc := rest.CopyConfig(kc)
-	akc.QPS, akc.Burst = agWriteQPS, 2*agWriteQPS
-	agClient, err := versioned.NewForConfig(akc)
+	agClient, err := affinitygroups.NewClient(kc)
 	if err != nil {
 		return nil, err
 	}
+	statusEvery := time.Duration(args.StatusUpdateIntervalSeconds) * time.Second
+	resource := v1.ResourceName(args.LeafCellResourceName)
 	p := &HiveSched{
 		handle:        h,
 		core:          core,
-		resource:      v1.ResourceName(args.LeafCellResourceName),
+		resource:      resource,
 		permitTimeout: time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
-		statusEvery:   time.Duration(args.StatusUpdateIntervalSeconds) * time.Second,
+		cellTypes:     cellspec.NewCellTypes(args.PhysicalCluster),
 		vcClient:      vcClient,
-		agClient:      agClient,
-		groups:        newGroupIndex(),
-		vcs:           newVCRegistry(),
-		nonLeafTypes:  nonLeafCellTypes(args.PhysicalCluster),
-		statusKick:    make(chan struct{}, 1),
-		devices:       newDeviceInputs(),
-		bindGate:      newBindGate(int(args.MaxBindingPods)),
-		bindRetries:   newBindRetries(int(args.MaxBindAttempts)),
-		agRetention:   time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
-		holds:         newGroupHolds(),
+		groups:        groupindex.New(resource),
+		devices:       devices.New(core, resource),
+		deleter:       binding.NewDeleter(h.ClientSet(), args.VictimGracePeriodSeconds),
+		binds:         binds{gate: binding.NewGate(int(args.MaxBindingPods)), retries: binding.NewRetries(int(args.MaxBindAttempts))},
+		cycles:        podGroupCycles{holds: newGroupHolds()},
 	}
-	if fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate); fts.EnableTopologyAwareWorkloadScheduling {
-		if p.topology, err = topologyaware.New(ctx, nil, h, fts); err != nil {
-			return nil, fmt.Errorf("%s: %w", Name, err)
-		}
-	}
-	p.ags = newAGTracker(args.AffinityGroupStatus)
-	p.warnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
-	p.victimGrace = args.VictimGracePeriodSeconds
-	p.evictor = newEvictor(ctx, p.deletePod, p.stillVictim)
-	p.bindEvictor = newEvictor(ctx, p.deletePod, p.stillGivenUp)
-	p.records = newRecordWriter(p.syncDowngradeRecord, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
 	}
-	if p.signer, err = loadPlacementKey(ctx, h.ClientSet()); err != nil {
-		p.records.queue.ShutDown()
+	if fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate); fts.EnableTopologyAwareWorkloadScheduling {
+		if p.cycles.topology, err = topologyaware.New(ctx, nil, h, fts); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+	}
+	p.vcs = virtualclusters.New(virtualclusters.Config{Core: core, Client: vcClient, Every: statusEvery, Recovered: p.recovery.Done, Foreign: p.devices})
+	p.ags = affinitygroups.New(affinitygroups.Config{Writes: args.AffinityGroupStatus, Client: agClient, Pods: h.ClientSet(), Core: core,
+		Members: p.groups, VirtualClusters: p.vcs, Every: statusEvery, Retention: time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
+		Recovered: p.recovery.Done, TimedOut: p.pendingTimedOut})
+	p.victims = binding.NewEvictor(ctx, p.deleter.Delete, p.stillVictim)
+	p.binds.evictor = binding.NewEvictor(ctx, p.deleter.Delete, p.stillGivenUp)
+	p.cellTypes.WarnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
+
+	if p.signer, err = placement.LoadSigner(ctx, h.ClientSet()); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	// Fail at start, not at the first pod, when the CRD is missing.
 	if _, err := vcClient.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		p.records.queue.ShutDown()
 		return nil, fmt.Errorf("%s: listing virtual clusters (is the CRD installed?): %w", Name, err)
 	}
 	if _, err := vcClient.HiveschedV1alpha1().AffinityGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		p.records.queue.ShutDown()
 		return nil, fmt.Errorf("%s: listing affinity groups (is the CRD manifests/crds/hivesched.io_affinitygroups.yaml installed?): %w", Name, err)
 	}
 	if p.pgs, err = newPodGroups(kc); err != nil {
-		p.records.queue.ShutDown()
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
+	pods := h.SharedInformerFactory().Core().V1().Pods()
+	p.records = placement.NewDowngradeWriter(h.ClientSet(), pods.Lister(), pods.Informer().HasSynced, p.signer, p.groupDowngraded)
 	if !awaitLeadership.Load() {
 		// The only scheduler (no leader election): nothing is placed
 		// elsewhere meanwhile, so the state is rebuilt before any
 		// scheduling, from the API server (the informers are not started).
 		if err := p.recoverFromAPI(ctx); err != nil {
-			p.records.queue.ShutDown()
+			p.records.ShutDown()
 			return nil, fmt.Errorf("%s: recovering allocations: %w", Name, err)
 		}
 	} else {
-		go p.recoverWhenLeading(ctx)
+		go p.recovery.WhenLeading(ctx, p.ensureRecovered)
 	}
 	if args.InspectBindAddress != "" {
-		if _, err := p.startInspect(ctx, args.InspectBindAddress); err != nil {
-			p.records.queue.ShutDown()
+		srv := inspect.New(inspect.Config{Core: core, Groups: p.groups, VirtualClusters: p.vcs, Pods: pods.Lister(), Ours: p.ours, Scheduler: p.schedulerName})
+		if _, err := srv.Start(ctx, args.InspectBindAddress); err != nil {
+			p.records.ShutDown()
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 	}
-	registerMetrics(p, ctx.Done())
+	metrics.Register(p.schedulerName, core, p.recovery.Done, ctx.Done())
 	p.startInformers(ctx)
-	go p.records.run(ctx)
-	go p.runStatusWriter(ctx)
+	go p.records.Run(ctx)
+	go p.vcs.Run(ctx)
 	go p.runHoldJanitor(ctx)
-	go p.runAGWriter(ctx)
+	go p.ags.Run(ctx)
 	return p, nil
-}
-
-// CoreConfig converts the plugin args' physical cluster to the cell core's Config.
-func CoreConfig(pc config.PhysicalClusterSpec) cellcore.Config {
-	cfg := cellcore.Config{CellTypes: map[string]cellcore.CellTypeSpec{}}
-	for n, t := range pc.CellTypes {
-		cfg.CellTypes[n] = cellcore.CellTypeSpec{ChildCellType: t.ChildCellType, ChildCellNumber: t.ChildCellNumber, IsNodeLevel: t.IsNodeLevel}
-	}
-	var conv func(s config.PhysicalCellSpec) cellcore.PhysicalCellSpec
-	conv = func(s config.PhysicalCellSpec) cellcore.PhysicalCellSpec {
-		c := cellcore.PhysicalCellSpec{CellType: s.CellType, CellAddress: s.CellAddress, PinnedCellID: s.PinnedCellID}
-		for _, ch := range s.CellChildren {
-			c.CellChildren = append(c.CellChildren, conv(ch))
-		}
-		return c
-	}
-	for _, s := range pc.PhysicalCells {
-		cfg.PhysicalCells = append(cfg.PhysicalCells, conv(s))
-	}
-	return cfg
-}
-
-// leafCount is a cell type's size: Leaves cells of leaf cell type Leaf.
-type leafCount struct {
-	Leaf   string
-	Leaves int32
-}
-
-// nonLeafCellTypes maps every cell type that is not a leaf cell type to its
-// size in leaf cells. The cell core has validated the hierarchy (no cycles).
-func nonLeafCellTypes(pc config.PhysicalClusterSpec) map[string]leafCount {
-	out := map[string]leafCount{}
-	var size func(t string, depth int) leafCount
-	size = func(t string, depth int) leafCount {
-		ct, ok := pc.CellTypes[t]
-		if !ok || depth > len(pc.CellTypes) {
-			return leafCount{Leaf: t, Leaves: 1}
-		}
-		if c, ok := out[t]; ok {
-			return c
-		}
-		c := size(ct.ChildCellType, depth+1)
-		c.Leaves *= ct.ChildCellNumber
-		out[t] = c
-		return c
-	}
-	for t := range pc.CellTypes {
-		size(t, 0)
-	}
-	return out
-}
-
-// warnSkuTypes logs the skuTypes (HiveD's section, accepted and not used)
-// whose name is not a leaf cell type: most likely a typo in a HiveD config.
-func (p *HiveSched) warnSkuTypes(logger klog.Logger, pc config.PhysicalClusterSpec) {
-	leaves := sets.New[string]()
-	for _, c := range p.nonLeafTypes {
-		leaves.Insert(c.Leaf)
-	}
-	for name := range pc.SkuTypes {
-		if !leaves.Has(name) {
-			logger.Info("physicalCluster.skuTypes names a type that is not a leaf cell type (skuTypes is accepted as in HiveD and not used for scheduling)",
-				"skuType", name, "leafCellTypes", sets.List(leaves))
-		}
-	}
-}
-
-// checkLeafCellType refuses a request for a cell type that is not a leaf
-// cell type (HiveD v2 lets a pod ask for whole cells such as a node): the
-// core counts a pod's cells in leaf cells and would only say the type is
-// unknown.
-func (p *HiveSched) checkLeafCellType(req *podRequest) error {
-	c, ok := p.nonLeafTypes[req.group.LeafCellType]
-	if !ok {
-		return nil
-	}
-	return fmt.Errorf("cell type %q is not a leaf cell type (one %s is %d %s): ask for leaf cell type %s and count the pod's cells in %s (HiveD: leafCellType, or cellType in version v2)",
-		req.group.LeafCellType, req.group.LeafCellType, c.Leaves, c.Leaf, c.Leaf, c.Leaf)
 }
 
 // ours: is the pod this scheduler's? A bound pod is if and only if a
@@ -319,760 +215,24 @@ func (p *HiveSched) checkLeafCellType(req *podRequest) error {
 // A pod tracked from its record stays ours until it is gone: it is keyed by
 // UID, and removing its annotations later must not free the cells it runs on.
 func (p *HiveSched) ours(pod *v1.Pod) bool {
-	if p.groups.isPinned(pod) {
+	if p.groups.IsPinned(pod) {
 		return true
 	}
 	if pod.Spec.NodeName != "" {
-		return p.signer.verify(pod)
+		return p.signer.Verify(pod)
 	}
 	return p.schedulerName == "" || pod.Spec.SchedulerName == p.schedulerName
 }
 
-func podKey(pod *v1.Pod) string { return string(pod.UID) }
-
 // request returns the pod's parsed request (cached per pod version).
-func (p *HiveSched) request(pod *v1.Pod) (*podRequest, error) {
-	return p.groups.request(pod, p.resource)
+func (p *HiveSched) request(pod *v1.Pod) (*podrequest.Request, error) {
+	return p.groups.Request(pod)
 }
 
-// --- PreEnqueue and QueueSort ---
-
-// PreEnqueue keeps a gang's pods out of the active queue until every member
-// pod exists, so that the group is decided once with all members at hand.
-func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
-	req, err := p.request(pod)
-	if err != nil || req == nil {
-		return nil // plain pods pass; bad specs are reported by PreFilter
-	}
-	// Count the pod itself: the scheduler's queue may see it before our
-	// informer handler does.
-	if _, complete := p.groups.track(pod, p.resource); complete {
-		// This pod completes its gang: the members gated before it may go.
-		go p.activate(klog.FromContext(ctx), []string{req.group.Name})
-	}
-	have := p.groups.memberCount(req.group.Name)
-	if want := req.totalPods(); have < want {
-		if st, ok := p.core.AffinityGroupState(req.group.Name); ok && (st == cellcore.AGAllocated || st == cellcore.AGBeingPreempted) {
-			return nil // a replacement member of a running group
-		}
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
-			fmt.Sprintf("waiting for the members of affinity group %s: %d of %d pods exist", req.group.Name, have, want))
-	}
-	return nil
-}
-
-// Less orders the queue: each group's VC sequencer gives its key (the cell
-// core's SequenceKeyOf: higher priority first, then the sequencer's share
-// and age; pods that are not hivesched's by pod priority and age), then the
-// group name, so that the members of one group come out together. Every key
-// has the same shape, so the order is total and each VC's own order holds
-// inside it (docs/policies.md).
-func (p *HiveSched) Less(a, b fwk.QueuedEntityInfo) bool {
-	ka, kb := p.entityKey(a), p.entityKey(b)
-	if ka.seq != kb.seq {
-		return cellcore.SequenceLess(ka.seq, kb.seq)
-	}
-	if ka.group != kb.group {
-		return ka.group < kb.group
-	}
-	return a.GetTimestamp().Before(b.GetTimestamp())
-}
-
-// entityKey is the queue key of a queued pod, or of a queued pod group
-// (Kubernetes' Workload API, popped as one entity): a group's key is its
-// first member's, as every member of one affinity group has the same key.
-func (p *HiveSched) entityKey(e fwk.QueuedEntityInfo) queueKey {
-	if pod := entityPod(e); pod != nil {
-		return p.sequenceKey(pod)
-	}
-	return queueKey{seq: cellcore.SequenceKey{Priority: e.GetPriority(), Age: e.GetTimestamp().UnixNano()}}
-}
-
-// entityPod is a queued entity's pod: the pod itself, or a pod group's first
-// unscheduled member (a composite group's gathers its leaf groups').
-func entityPod(e any) *v1.Pod {
-	switch x := e.(type) {
-	case interface{ GetPodInfo() fwk.PodInfo }:
-		return x.GetPodInfo().GetPod()
-	case fwk.PodGroupInfo:
-		if pods := x.GetUnscheduledPods(); len(pods) > 0 {
-			return pods[0]
-		}
-	}
-	return nil
-}
-
-type queueKey struct {
-	seq   cellcore.SequenceKey
-	group string
-}
-
-func (p *HiveSched) sequenceKey(pod *v1.Pod) queueKey {
-	k := p.groups.sortKey(pod, p.resource)
-	prio := int32(min(max(k.priority, math.MinInt32), math.MaxInt32))
-	if k.vc == "" {
-		return queueKey{seq: cellcore.SequenceKey{Priority: prio, Age: k.created.UnixNano()}, group: k.group}
-	}
-	return queueKey{seq: p.core.SequenceKeyOf(k.vc, k.namespace, prio, k.created), group: k.group}
-}
-
-// --- PreFilter, Filter, PostFilter ---
-
-// cycleState is what PreFilter decided for the pod.
-type cycleState struct {
-	group   string
-	node    string // the pod's node when placed
-	preempt *cellcore.Decision
-	leaves  int32
-	// rejected: PreFilter refused the pod (bad request, or the group
-	// waits); its message is the whole story, see PostFilter.
-	rejected bool
-	// bindErr: the binding cycle failed once the pod was on its way to
-	// its node (Bind's call, PreBind's placement patch, or the profile's
-	// binder after PreBind); Unreserve then retries it on the same cells
-	// (bindretry.go). Only the pod's own binding goroutine touches it.
-	bindErr error
-}
-
-func (s *cycleState) Clone() fwk.StateData { return s }
-
-// reject records in the cycle state that PreFilter refused the pod with
-// msg (PostFilter then adds nothing to it) and returns the status.
-func reject(state fwk.CycleState, code fwk.Code, msg string) (*fwk.PreFilterResult, *fwk.Status) {
-	state.Write(stateKey, &cycleState{rejected: true})
-	return nil, fwk.NewStatus(code, msg)
-}
-
-// PreFilter asks the core for the group's placement. The first member's call
-// decides for the whole group (AG e0 or e1); the others find their slot.
-func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	req, err := p.request(pod)
-	if err == nil && req != nil {
-		err = p.checkLeafCellType(req)
-	}
-	if err != nil {
-		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
-	}
-	if req == nil {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	p.noteDisruptionMode(pod)
-	if err := p.ensureRecovered(ctx); err != nil {
-		return nil, fwk.AsStatus(fmt.Errorf("recovering allocations: %w", err))
-	}
-	pgCycle := rootCycle(state.GetPodGroupSchedulingCycle())
-	p.releaseOtherCycles(klog.FromContext(ctx), pgCycle)
-	name := req.group.Name
-	if msg := p.ags.ended(name, pod); msg != "" {
-		return reject(state, fwk.UnschedulableAndUnresolvable, msg)
-	}
-	agState, hasGroup := p.core.AffinityGroupState(name)
-	// Every member is admitted as a new group is, but one that takes cells
-	// its running group already holds (a member of the placement being
-	// bound, or the replacement of a member that is gone): refusing it would
-	// leave a gang partly bound. A member that needs new cells (one that was
-	// not running when its group was recovered) binds more of the VC, so its
-	// namespace must still be allowed and the VC Active.
-	if !hasGroup || agState == cellcore.AGPending || agState == cellcore.AGPreempting || !p.core.JoinsPlacement(name, podKey(pod), req.leafCellNumber) {
-		if reason := p.vcs.admits(req.group.VirtualCluster, pod.Namespace); reason != "" {
-			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
-			p.ags.refuse(name, "VirtualClusterRefused", reason)
-			return reject(state, fwk.UnschedulableAndUnresolvable, reason)
-		}
-	}
-	// A placement given up after binding failures goes back to Pending once
-	// its bound members are gone (bindretry.go).
-	if hasGroup && agState == cellcore.AGAllocated {
-		rolledBack, st := p.givenUpPreFilter(klog.FromContext(ctx), state, name)
-		if st != nil {
-			return nil, st
-		}
-		if rolledBack {
-			agState = cellcore.AGPending
-			if have, want := p.groups.memberCount(name), req.totalPods(); have < want {
-				// Its bound members were deleted: placed anew once its
-				// owner has created them again (PreEnqueue holds it).
-				return reject(state, fwk.UnschedulableAndUnresolvable,
-					fmt.Sprintf("waiting for the members of affinity group %s: %d of %d pods exist", name, have, want))
-			}
-		}
-	}
-	// A group allocated long ago whose pods never bound (another plugin keeps
-	// rejecting its nodes) gives its cells back and is placed again.
-	if hasGroup && agState == cellcore.AGAllocated && p.groups.staleAllocation(name, p.permitTimeout) {
-		if err := p.core.RollbackAffinityGroup(name); err == nil {
-			klog.FromContext(ctx).V(2).Info("rolled back a group whose pods never bound", "group", name)
-			agState = cellcore.AGPending
-			p.statusChanged()
-		}
-	}
-	if hasGroup && (agState == cellcore.AGAllocated || agState == cellcore.AGBeingPreempted) {
-		// Decided when the first member came: this member finds its slot.
-		if err := p.core.CheckMember(req.group); err != nil {
-			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-			p.ags.refuse(name, "InvalidSchedulingSpec", err.Error())
-			return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
-		}
-		return p.assign(state, pod, req)
-	}
-	start := time.Now()
-	d, err := p.core.Schedule(req.group)
-	observePlacement(start, d, err)
-	if err != nil && !cellcore.IsSpecError(err) {
-		// Not the user's mistake: logged, counted and retried with the
-		// framework's error backoff; the AffinityGroup is not refused.
-		internalErrors.WithLabelValues("schedule").Inc()
-		klog.FromContext(ctx).Error(err, "cell core internal error", "group", name, "pod", klog.KObj(pod))
-		return nil, fwk.AsStatus(fmt.Errorf("scheduling affinity group %s: internal error, retried: %w", name, err))
-	}
-	if err != nil {
-		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-		p.ags.refuse(name, "InvalidSchedulingSpec", err.Error())
-		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
-	}
-	p.statusChanged()
-	for _, g := range d.Downgraded {
-		// Events and the placement records, the latter in the background.
-		vc := p.groupVC(g)
-		preemptedGroups.WithLabelValues(vc, "lazy").Inc()
-		preemptedPods.WithLabelValues(vc, "lazy").Add(float64(p.groups.memberCount(g)))
-		p.downgraded(klog.FromContext(ctx), g, lazyNote(g, name, req.group.Priority, req.group.VirtualCluster))
-	}
-	if d.Kind == cellcore.Preempt {
-		for _, v := range d.Victims {
-			preemptedGroups.WithLabelValues(p.groupVC(v), "delete").Inc()
-		}
-	}
-	switch d.Kind {
-	case cellcore.Placed:
-		if msg := p.ags.ended(name, pod); msg != "" {
-			// The pending timeout fired while the core placed it (the
-			// writer forgot the group after this PreFilter's first
-			// check): the cells go back.
-			if _, err := p.core.DeleteAffinityGroup(name); err == nil {
-				p.statusChanged()
-			}
-			return reject(state, fwk.UnschedulableAndUnresolvable, msg)
-		}
-		p.groups.allocated(name)
-		if pgCycle != nil {
-			p.holds.add(name, pgCycle)
-		}
-		p.ags.waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
-		return p.assign(state, pod, req)
-	case cellcore.Preempt:
-		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.leafCellNumber})
-		if pgCycle != nil {
-			// No PostFilter runs in a pod-group cycle: the group's
-			// PodGroupPostFilter evicts the victims.
-			writePreempt(pgCycle, name, &d)
-		}
-		msg := fmt.Sprintf("affinity group %s (priority %d) preempts %s in virtual cluster %q and binds once their pods are deleted",
-			name, req.group.Priority, joinNames(d.Victims), req.group.VirtualCluster)
-		p.ags.waiting(name, "Preempting", msg, d.Victims)
-		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
-	default:
-		msg := d.Reason
-		reason := "Waiting"
-		if d.OverLimit {
-			reason = "OverLimit"
-		}
-		if d.State == cellcore.AGPreempting && len(d.Victims) > 0 {
-			msg = fmt.Sprintf("affinity group %s preempts %s and binds once their pods are deleted", name, joinNames(d.Victims))
-			reason = "Preempting"
-			// Still waiting for victims: make sure every victim pod is on its
-			// way out (a deletion that failed is asked for again).
-			p.evictVictims(klog.FromContext(ctx), pod, name, d.Victims)
-		}
-		p.ags.waiting(name, reason, msg, d.Victims)
-		return reject(state, fwk.Unschedulable, msg)
-	}
-}
-
-// groupVC is the virtual cluster a group names ("" if the core does not
-// know it), a metric label.
-func (p *HiveSched) groupVC(group string) string {
-	st, _ := p.core.AffinityGroupStatus(group)
-	return st.VirtualCluster
-}
-
-// joinNames lists names as "a", "a and b", "a, b and c".
-func joinNames(names []string) string {
-	switch len(names) {
-	case 0:
-		return "no group"
-	case 1:
-		return names[0]
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-}
-
-// assign gives the pod its slot in its placed group and narrows the
-// candidate nodes to the slot's node.
-func (p *HiveSched) assign(state fwk.CycleState, pod *v1.Pod, req *podRequest) (*fwk.PreFilterResult, *fwk.Status) {
-	pp, err := p.core.AssignPod(req.group.Name, podKey(pod), req.leafCellNumber)
-	if err != nil {
-		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
-	}
-	state.Write(stateKey, &cycleState{group: req.group.Name, node: pp.Node, leaves: req.leafCellNumber})
-	return &fwk.PreFilterResult{NodeNames: sets.New(pp.Node)}, nil
-}
-
-// PreFilterExtensions is nil: the decision does not depend on other pods
-// being added or removed in the framework's what-if evaluations.
-func (p *HiveSched) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
-func readState(state fwk.CycleState) *cycleState {
-	d, err := state.Read(stateKey)
-	if err != nil {
-		return nil
-	}
-	s, _ := d.(*cycleState)
-	return s
-}
-
-// Filter passes only the node PreFilter chose, and only while it is healthy.
-// It reads the cycle state and the core's node health: no API call, no
-// allocation on the passing path.
-func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	s := readState(state)
-	if s == nil {
-		return nil
-	}
-	if s.rejected { // PreFilter refused the pod: no node is for it
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "refused by "+Name+" in PreFilter")
-	}
-	node := nodeInfo.Node()
-	if node == nil || node.Name != s.node {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "affinity group "+s.group+" places this pod on node "+s.node)
-	}
-	if h, _ := p.core.NodeHealthOf(node.Name); h != cellcore.NodeHealthy {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node "+node.Name+" is "+h.String())
-	}
-	return nil
-}
-
-// PostFilter carries out a preemption decided in PreFilter (AG e1): every pod
-// of every victim group is deleted (whole gangs, never part of one; the
-// deletions run in the background, see evictor), and the pod is nominated to
-// its reserved node. It schedules once the victims are
-// gone (cell e9, AG e4, then AG e2 on its next PreFilter).
-//
-// A pod that PreFilter refused (a bad request, or a group that waits) gets
-// UnschedulableAndUnresolvable with no message: the core's decision is all
-// there is to say, no other plugin's PostFilter can change it. The framework
-// then runs no PostFilter plugin after HiveSched and reports only this empty
-// status, so the pod's FailedScheduling event is PreFilter's one sentence.
-// (With Unschedulable, the framework appends the words of every PostFilter
-// plugin that ran: DynamicResources, enabled by default and ordered before
-// HiveSched, says "no new claims to deallocate" for any pod without claims.)
-// Pods HiveSched did not refuse (a plain pod, or ours rejected by another
-// Filter plugin) are left to the other PostFilter plugins.
-func (p *HiveSched) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	s := readState(state)
-	if s != nil && s.rejected {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable)
-	}
-	if s != nil && s.preempt == nil && s.node != "" {
-		p.releaseRejectedPlacement(klog.FromContext(ctx), pod, s, statuses.Get(s.node))
-	}
-	if s == nil || s.preempt == nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
-	p.evictVictims(klog.FromContext(ctx), pod, s.group, s.preempt.Victims)
-	node := ""
-	for _, pp := range s.preempt.Pods {
-		if pp.LeafCellNumber == s.leaves && pp.Node != "" {
-			node = pp.Node
-			break
-		}
-	}
-	if node == "" {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable) // PreFilter said it
-	}
-	return &fwk.PostFilterResult{NominatingInfo: &fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}},
-		fwk.NewStatus(fwk.Success)
-}
-
-// releaseRejectedPlacement gives back the cells of a placed group whose pod
-// the node it was placed on rejects for good: another filter said
-// UnschedulableAndUnresolvable (a node selector or taint that does not
-// match, less allocatable than the pod asks for, an unhealthy node), so
-// holding the cells only keeps them from the VC's other groups. When no
-// member of the group got through yet (none reserved or bound), the group is
-// rolled back at once (x1) and placed again when the pod is retried. A
-// member waiting at Permit instead times out and Unreserve rolls the group
-// back; a resolvable rejection (the node is busy now) keeps the cells until
-// PreFilter finds the placement stale (twice the Permit timeout).
-func (p *HiveSched) releaseRejectedPlacement(logger klog.Logger, pod *v1.Pod, s *cycleState, st *fwk.Status) {
-	if st == nil || st.Code() != fwk.UnschedulableAndUnresolvable || !p.groups.unused(s.group) {
-		return
-	}
-	if err := p.core.RollbackAffinityGroup(s.group); err != nil {
-		return // not Allocated (any more): nothing is held for it
-	}
-	p.statusChanged()
-	plugin, reasons := st.Plugin(), strings.Join(st.Reasons(), "; ")
-	msg := fmt.Sprintf("affinity group %s gave its cells back: node %s, where it was placed, rejects the pod (%s: %s); it is placed again when the pod is retried",
-		s.group, s.node, plugin, reasons)
-	if strings.Contains(reasons, HivedSchedulingEnableResource) {
-		msg += fmt.Sprintf("; the scheduler profile must list %s in NodeResourcesFit's ignoredResources (manifests/scheduler)", HivedSchedulingEnableResource)
-	}
-	logger.Info("placed affinity group rolled back: its node rejects the pod", "pod", klog.KObj(pod), "group", s.group, "node", s.node, "plugin", plugin, "reasons", reasons)
-	p.event(pod, v1.EventTypeWarning, "PlacementRejected", msg)
-}
-
-// evictVictims deletes every pod of every victim group (whole gangs), in the
-// background; a victim group without pods is deleted from the core at once.
-// Called by PostFilter when a preemption is decided, and again by PreFilter
-// while the preemptor waits, so that a deletion that failed is retried.
-func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group string, victims []string) {
-	var pods []*v1.Pod
-	for _, victim := range victims {
-		vps := p.groups.pods(victim)
-		if len(vps) == 0 {
-			// No pod left to delete: the group is gone as far as Kubernetes
-			// knows. No deletion event will requeue the preemptors it frees.
-			res, err := p.core.DeleteAffinityGroup(victim)
-			if err != nil {
-				logger.Error(err, "deleting a victim group without pods", "group", victim)
-			}
-			p.statusChanged()
-			p.activate(logger, res.ReadyPreemptors)
-			continue
-		}
-		pods = append(pods, vps...)
-	}
-	for _, victim := range victims {
-		p.ags.preempted(victim, group)
-	}
-	for _, vp := range p.evictor.evict(logger, pods) {
-		victim := p.groups.groupOf(vp)
-		preemptedPods.WithLabelValues(p.groupVC(victim), "delete").Inc()
-		logger.Info("preempting", "victim", klog.KObj(vp), "group", victim, "preemptor", klog.KObj(preemptor), "preemptorGroup", group)
-		p.event(vp, v1.EventTypeNormal, "Preempted", fmt.Sprintf("preempted by affinity group %s (whole group %s is deleted)", group, victim))
-	}
-}
-
-// stillVictim reports whether pod's group is still being preempted: a
-// victim whose preemption was called off (AG x2: its preemptor was deleted
-// or placed elsewhere) is left running.
-func (p *HiveSched) stillVictim(pod *v1.Pod) bool {
-	st, ok := p.core.AffinityGroupState(p.groups.groupOf(pod))
-	return ok && st == cellcore.AGBeingPreempted
-}
-
-// --- Reserve, Permit, Bind ---
-
-// Reserve records that the member passed the scheduling cycle; its cells were
-// allocated with its group (AG e0) in PreFilter.
-//
-// In a pod-group cycle's simulation it does nothing: the core decided for
-// the group already, and step 3's Reserve confirms that decision
-// (podgroupcycle.go).
-func (p *HiveSched) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	s := readState(state)
-	switch {
-	case s == nil || s.group == "" || state.IsPodGroupSchedulingCycle():
-		return nil
-	case podGroupName(pod) != "":
-		return p.reserveInPodGroupCycle(pod, s)
-	}
-	p.groups.reserve(s.group, pod)
-	return nil
-}
-
-// Unreserve undoes Reserve. If no member of the group is bound yet, the whole
-// allocation is rolled back (extension x1: Allocated -> Pending, cells Free)
-// and the members waiting at Permit are rejected: all-or-nothing.
-//
-// A pod-group cycle's simulated Unreserve does nothing: the simulation is
-// reverted whatever its outcome, and the group's cells stay held for the
-// cycle's binding step (podgroupcycle.go).
-func (p *HiveSched) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
-	s := readState(state)
-	if s == nil || s.group == "" || state.IsPodGroupSchedulingCycle() {
-		return
-	}
-	if s.bindErr != nil && !apierrors.IsNotFound(s.bindErr) {
-		// The binding failed (a pod deleted meanwhile is not retried: its
-		// group waits for a replacement as any incomplete gang does).
-		p.bindFailed(ctx, s, pod, nodeName)
-		return
-	}
-	if !p.groups.unreserve(s.group, pod) {
-		return // some member is bound: only this pod retries, on the same cells
-	}
-	if bound := p.boundMember(ctx, s.group); bound != "" {
-		// The informer lags, or a bind went through although its response
-		// was lost: the pod runs on the group's cells, which must not go
-		// Free. Only this pod retries, on the same cells.
-		klog.FromContext(ctx).Info("not rolling back an affinity group: the API server has a member bound", "group", s.group, "bound", bound, "pod", klog.KObj(pod))
-		return
-	}
-	if p.rollBack(s.group) {
-		klog.FromContext(ctx).V(2).Info("rolled back affinity group", "group", s.group, "pod", klog.KObj(pod))
-	}
-	p.rejectWaiting(s.group, "affinity group "+s.group+" rolled back: a member failed")
-}
-
-// rollBack returns an Allocated group to Pending (AG x1): its cells go
-// Free, and what the bind gate and the bind retries kept of it goes. It
-// reports whether the core rolled it back.
-func (p *HiveSched) rollBack(group string) bool {
-	p.bindGate.forget(group)
-	p.bindRetries.forget(group)
-	if err := p.core.RollbackAffinityGroup(group); err != nil {
-		return false
-	}
-	p.statusChanged()
-	return true
-}
-
-// rejectWaiting rejects the group's members waiting at Permit with msg.
-func (p *HiveSched) rejectWaiting(group, msg string) {
-	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if p.groups.groupOf(wp.GetPod()) == group {
-			wp.Reject(Name, msg)
-		}
-	})
-}
-
-// boundMember asks the API server (not the informer) whether a member of
-// the group is bound, and returns its name ("" if none; a description if
-// the API server cannot tell, so that nothing is rolled back blind). Only
-// Unreserve calls it, before rolling a group back: a failure path, never
-// the per-node hot path.
-func (p *HiveSched) boundMember(ctx context.Context, group string) string {
-	bound, err := p.boundMembers(ctx, group)
-	if err != nil {
-		return "unknown (" + err.Error() + ")"
-	}
-	if len(bound) > 0 {
-		return bound[0].Namespace + "/" + bound[0].Name
-	}
-	return ""
-}
-
-// Permit lets the members of a group bind together: it waits until all of
-// them are reserved (or bound), then allows the waiting ones.
-func (p *HiveSched) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
-	s := readState(state)
-	if s == nil {
-		return nil, 0
-	}
-	ready, want := p.groups.readyCount(s.group)
-	if ready < want {
-		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("waiting for %d more members of affinity group %s", want-ready, s.group)), p.permitTimeout
-	}
-	var waiting []fwk.WaitingPod
-	p.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if p.groups.groupOf(wp.GetPod()) == s.group {
-			waiting = append(waiting, wp)
-		}
-	})
-	// Announce to the bind gate how many members go now, before any of
-	// them can reach Bind: the first to get there asks room for all. Only
-	// when HiveSched binds: otherwise nothing would take the announcement
-	// up.
-	if p.bindsFirst() {
-		p.bindGate.expect(s.group, len(waiting)+1)
-	}
-	for _, wp := range waiting {
-		wp.Allow(Name)
-	}
-	return nil, 0
-}
-
-// placementAnnotations assigns the pod its leaf cells inside its group's
-// allocation (AG e3's cell side) and returns the annotations that persist the
-// placement (read back by recovery, ec) and the pod's device indices.
-func (p *HiveSched) placementAnnotations(s *cycleState, pod *v1.Pod) (map[string]string, error) {
-	req, err := p.request(pod)
-	if err != nil || req == nil {
-		return nil, fmt.Errorf("pod spec changed during binding: %v", err)
-	}
-	pp, err := p.core.AssignPod(s.group, podKey(pod), s.leaves)
-	if err != nil {
-		return nil, err
-	}
-	ann := map[string]string{
-		AnnotationPlacement:       newPlacementRecord(req.group, pp, p.groupDowngraded(s.group)).encode(),
-		AnnotationLeafCellIndices: indicesString(pp.LeafCellIndices),
-	}
-	if req.hived {
-		ann[HivedIsolationAnnotation] = indicesString(pp.LeafCellIndices)
-	}
-	return p.signedAnnotations(pod, ann), nil
-}
-
-// Bind binds our pods with their placement in one API call: the API server
-// copies a Binding's annotations onto the pod as it sets spec.nodeName, so
-// the pod is never bound without its placement, and binding costs one write
-// instead of a patch and a bind. Pods that are not ours are left to the next
-// binder (DefaultBinder).
-//
-// The call waits for its gang's turn at the bind gate (maxBindingPods): the
-// members of a gang go out together into an API server that is not flooded
-// with the bindings of every gang released before, so they land together.
-//
-// The profile must list HiveSched under bind (manifests/scheduler does);
-// otherwise DefaultBinder binds first and PreBind writes the placement instead.
-func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	s := readState(state)
-	if s == nil {
-		return fwk.NewStatus(fwk.Skip)
-	}
-	ann, err := p.placementAnnotations(s, pod)
-	if err != nil {
-		return fwk.AsStatus(err)
-	}
-	if err := p.bindGate.acquire(ctx, s.group); err != nil {
-		return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: waiting for its gang's turn: %w", pod.Namespace, pod.Name, err))
-	}
-	defer p.bindGate.release()
-	binding := &v1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
-		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},
-	}
-	if c := p.handle.APICacher(); c != nil {
-		onFinish, err := c.BindPod(binding)
-		if err == nil {
-			err = c.WaitOnFinish(ctx, onFinish)
-		}
-		if err != nil {
-			s.bindErr = err
-			return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: %w", pod.Namespace, pod.Name, err))
-		}
-		return nil
-	}
-	if err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
-		s.bindErr = err
-		return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: %w", pod.Namespace, pod.Name, err))
-	}
-	return nil
-}
-
-// PostBind forgets the member's binding failures: it is bound.
-func (p *HiveSched) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
-	if s := readState(state); s != nil && s.group != "" {
-		s.bindErr = nil
-		p.bindRetries.bound(s.group, pod.UID)
-	}
-}
-
-// PreBind is the fallback for a profile where another bind plugin runs before
-// HiveSched's Bind: it patches the placement onto the pod before that plugin
-// binds it (two API writes per pod instead of one).
-func (p *HiveSched) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	s := readState(state)
-	if s == nil || p.bindsFirst() {
-		return nil
-	}
-	ann, err := p.placementAnnotations(s, pod)
-	if err != nil {
-		return fwk.AsStatus(err)
-	}
-	if err := p.annotate(ctx, pod, ann); err != nil {
-		s.bindErr = err
-		return fwk.AsStatus(fmt.Errorf("persisting placement: %w", err))
-	}
-	// From here only the profile's binder can fail the cycle: if it does,
-	// Unreserve sees this and retries the pod as a binding failure; once
-	// bound, PostBind clears it.
-	s.bindErr = errBinderFailed
-	return nil
-}
-
-// errBinderFailed is the binding failure Unreserve sees when the profile's
-// bind plugin (not HiveSched) failed after PreBind wrote the placement.
-var errBinderFailed = errors.New("the profile's bind plugin failed to bind it")
-
-// PreBindPreFlight tells the framework whether PreBind has work for the pod:
-// only for our pods, and only when HiveSched is not the profile's first binder.
-func (p *HiveSched) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if readState(state) == nil || p.bindsFirst() {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	return nil, nil
-}
-
-// bindsFirst reports whether HiveSched's Bind is the first bind plugin of its
-// profile. The framework orders plugins only after every plugin is built, so
-// this is decided on first use, not in New.
-func (p *HiveSched) bindsFirst() bool {
-	p.bindOrder.Do(func() {
-		lister, ok := p.handle.(interface{ ListPlugins() *schedconfig.Plugins })
-		if !ok {
-			return
-		}
-		if pl := lister.ListPlugins(); pl != nil && len(pl.Bind.Enabled) > 0 && pl.Bind.Enabled[0].Name == Name {
-			p.ownBind = true
-		}
-		if !p.ownBind {
-			klog.Background().Info("HiveSched is not the first bind plugin of its profile: placements are written by an extra pod patch in PreBind; list HiveSched under plugins.bind.enabled for one write per pod", "profile", p.schedulerName)
-		}
-	})
-	return p.ownBind
-}
-
-// --- events ---
-
-// EventsToRegister: deleted pods free cells (and complete gangs' victims),
-// added pods complete gangs waiting at PreEnqueue, node changes change health.
-func (p *HiveSched) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: p.hintPodDeleted},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: p.hintPodAdded},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeCondition | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}},
-	}, nil
-}
-
-func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	deleted, ok := oldObj.(*v1.Pod)
-	if !ok {
-		return fwk.Queue, nil
-	}
-	if p.recovered.Load() && p.groups.groupOf(deleted) != "" {
-		// Our pod informer's handler has not processed the deletion yet:
-		// the core still holds its cells. Requeueing now would let the
-		// pods popped before the release fail and the one popped after it
-		// win, whatever the queue's order (the VC's sequencer). The
-		// handler releases the cells, then activates every waiting pod
-		// at once (onPod, activateWaiting), so the order decides.
-		return fwk.QueueSkip, nil
-	}
-	// Parse without caching: the pod is gone from the index.
-	if req, err := p.parse(deleted); err == nil && req != nil {
-		return fwk.Queue, nil // its cells may be free now
-	}
-	return fwk.QueueSkip, nil
-}
-
-func (p *HiveSched) hintPodAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
-	added, ok := newObj.(*v1.Pod)
-	if !ok {
-		return fwk.Queue, nil
-	}
-	if g := p.groups.groupOf(added); g != "" && g == p.groups.groupOf(pod) {
-		return fwk.Queue, nil // one more member of the pod's gang
-	}
-	return fwk.QueueSkip, nil
-}
-
-// activate moves the pending pods of the named groups back to the active queue.
-func (p *HiveSched) activate(logger klog.Logger, groups []string) {
-	pods := map[string]*v1.Pod{}
-	for _, g := range groups {
-		for _, pod := range p.groups.pods(g) {
-			if pod.Spec.NodeName == "" {
-				pods[pod.Namespace+"/"+pod.Name] = pod
-			}
-		}
-	}
-	if len(pods) > 0 {
-		p.handle.Activate(logger, pods)
+// event records an event on an object (a pod, a VirtualCluster), where its
+// owner looks.
+func (p *HiveSched) event(obj runtime.Object, eventType, reason, note string) {
+	if r := p.handle.EventRecorder(); r != nil {
+		r.Eventf(obj, nil, eventType, reason, "Scheduling", "%s", note)
 	}
 }

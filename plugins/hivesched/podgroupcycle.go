@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // Kubernetes 1.36+ pod-group scheduling cycle (feature gate GenericWorkload;
@@ -48,6 +49,19 @@ const holdTimeout = 30 * time.Second
 // preemptKey is where a member's PreFilter leaves its group's preemption
 // decision in the pod-group cycle state, for PodGroupPostFilter.
 const preemptKey fwk.StateKey = Name + "/preempt"
+
+// podGroupCycles is what the pod-group cycle's extension points keep
+// between them.
+type podGroupCycles struct {
+	// holds: groups placed by a pod-group cycle, not yet confirmed by its
+	// binding step.
+	holds *groupHolds
+	// topology places the pod groups hivesched does not schedule, as the
+	// in-tree TopologyPlacementGenerator would (only one placement
+	// generator runs per profile); nil without
+	// TopologyAwareWorkloadScheduling.
+	topology fwk.PlacementGeneratePlugin
+}
 
 // groupHolds are the groups placed by a pod-group cycle and not confirmed
 // by its step 3.
@@ -132,7 +146,7 @@ func rootCycle(cs fwk.PodGroupCycleState) fwk.PodGroupCycleState {
 // whose cycle ended without binding them.
 func (p *HiveSched) releaseHolds(logger klog.Logger, groups []string, why string) {
 	for _, g := range groups {
-		if !p.groups.unused(g) {
+		if !p.groups.Unused(g) {
 			continue // a member is reserved or bound: the usual path owns it
 		}
 		if p.rollBack(g) {
@@ -144,7 +158,7 @@ func (p *HiveSched) releaseHolds(logger klog.Logger, groups []string, why string
 // releaseOtherCycles releases the holds of every cycle but this one (nil:
 // a pod's own cycle): they ended, as only one scheduling cycle runs at a time.
 func (p *HiveSched) releaseOtherCycles(logger klog.Logger, cycle fwk.PodGroupCycleState) {
-	p.releaseHolds(logger, p.holds.takeIf(func(x groupHold) bool { return x.cycle != cycle }), "a later scheduling cycle started")
+	p.releaseHolds(logger, p.cycles.holds.takeIf(func(x groupHold) bool { return x.cycle != cycle }), "a later scheduling cycle started")
 }
 
 // runHoldJanitor releases holds older than holdTimeout (an idle scheduler
@@ -159,7 +173,7 @@ func (p *HiveSched) runHoldJanitor(ctx context.Context) {
 			return
 		case <-t.C:
 			cut := time.Now().Add(-holdTimeout)
-			p.releaseHolds(logger, p.holds.takeIf(func(x groupHold) bool { return x.since.Before(cut) }), "no cycle confirmed it in time")
+			p.releaseHolds(logger, p.cycles.holds.takeIf(func(x groupHold) bool { return x.since.Before(cut) }), "no cycle confirmed it in time")
 		}
 	}
 }
@@ -168,12 +182,12 @@ func (p *HiveSched) runHoldJanitor(ctx context.Context) {
 // confirms the group's hold, and refuses a member whose group no longer
 // holds its cells (the hold was released: the pod is retried).
 func (p *HiveSched) reserveInPodGroupCycle(pod *v1.Pod, s *cycleState) *fwk.Status {
-	p.holds.take(s.group)
+	p.cycles.holds.take(s.group)
 	if st, ok := p.core.AffinityGroupState(s.group); !ok || (st != cellcore.AGAllocated && st != cellcore.AGBeingPreempted) ||
-		!p.core.JoinsPlacement(s.group, podKey(pod), s.leaves) {
+		!p.core.JoinsPlacement(s.group, podrequest.PodKey(pod), s.leaves) {
 		return fwk.NewStatus(fwk.Unschedulable, "affinity group "+s.group+" no longer holds its cells (its placement was released): it is placed again")
 	}
-	p.groups.reserve(s.group, pod)
+	p.groups.Reserve(s.group, pod)
 	return nil
 }
 
@@ -191,7 +205,7 @@ func (p *HiveSched) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCy
 		if err != nil || req == nil {
 			continue
 		}
-		group := req.group.Name
+		group := req.Group.Name
 		if d := readPreempt(state, group); d != nil {
 			if taken[group] == nil {
 				// Once per group: its victims are whole gangs.
@@ -203,13 +217,13 @@ func (p *HiveSched) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCy
 			if taken[group] == nil {
 				taken[group] = map[int]bool{}
 			}
-			if node := preemptNode(d, podKey(pod), req.leafCellNumber, taken[group]); node != "" {
+			if node := preemptNode(d, podrequest.PodKey(pod), req.LeafCellNumber, taken[group]); node != "" {
 				res.NominatingInfos[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] =
 					&fwk.NominatingInfo{NominatedNodeName: node, NominatingMode: fwk.ModeOverride}
 			}
 			continue
 		}
-		if p.holds.heldBy(group, state) && p.holds.take(group) {
+		if p.cycles.holds.heldBy(group, state) && p.cycles.holds.take(group) {
 			p.releaseHolds(logger, []string{group}, "its pod group cycle failed")
 		}
 	}
@@ -289,7 +303,7 @@ func (p *HiveSched) GeneratePlacements(ctx context.Context, state fwk.PodGroupCy
 			return nil, st
 		}
 		nodes := map[string]bool{}
-		placed, _ := p.core.AffinityGroupStatus(req.group.Name)
+		placed, _ := p.core.AffinityGroupStatus(req.Group.Name)
 		for _, pp := range placed.Pods {
 			nodes[pp.Node] = true
 		}
@@ -299,10 +313,10 @@ func (p *HiveSched) GeneratePlacements(ctx context.Context, state fwk.PodGroupCy
 				in = append(in, n)
 			}
 		}
-		return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{{Name: req.group.Name, Nodes: in}}}, nil
+		return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{{Name: req.Group.Name, Nodes: in}}}, nil
 	}
-	if p.topology != nil {
-		return p.topology.GeneratePlacements(ctx, state, pg, parent)
+	if p.cycles.topology != nil {
+		return p.cycles.topology.GeneratePlacements(ctx, state, pg, parent)
 	}
 	return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{parent}}, nil
 }

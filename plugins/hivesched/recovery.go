@@ -3,7 +3,7 @@ package hivesched
 import (
 	"context"
 	"fmt"
-	"sort"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,7 +13,23 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/devices"
+	"github.com/hivesched/hivesched/plugins/metrics"
+	"github.com/hivesched/hivesched/plugins/placement"
+	"github.com/hivesched/hivesched/plugins/podrequest"
+	"github.com/hivesched/hivesched/plugins/recovery"
 )
+
+// awaitLeadership says that this process runs leader election: the plugin
+// then recovers its state when the process starts leading, not in New
+// (ensureRecovered says why). The scheduler command sets it from its
+// configuration (cmd/hivesched-scheduler); a process without leader election
+// (tests, a local cluster) recovers in New, as it is the only scheduler.
+var awaitLeadership atomic.Bool
+
+// AwaitLeadership makes plugins built from now on recover their state when
+// the process starts leading (or first schedules, whichever comes first).
+func AwaitLeadership(on bool) { awaitLeadership.Store(on) }
 
 // ensureRecovered rebuilds the core's allocations (the seed's ec) the first
 // time this process schedules, not when it starts: with leader election
@@ -22,29 +38,19 @@ import (
 // the old leader placed meanwhile (a standby, or the new pod of a rolling
 // update, would double-allocate). Scheduling runs only in the leader, after
 // the informers have synced, so the first PreFilter is the moment: the
-// allocations are read from the pod informer, under recoverMu, which the pod
-// event handler also holds, so that no pod event is lost between the two.
-// Until then the VC status writer writes nothing (a standby's view is empty).
+// allocations are read from the pod informer, under the recovery gate, which
+// the pod event handler also holds, so that no pod event is lost between the
+// two. Until then the status writers write nothing (a standby's view is
+// empty).
 func (p *HiveSched) ensureRecovered(ctx context.Context) error {
-	if p.recovered.Load() {
-		return nil
-	}
-	p.recoverMu.Lock()
-	defer p.recoverMu.Unlock()
-	if p.recovered.Load() {
-		return nil
-	}
-	if err := p.recover(ctx); err != nil {
-		return err
-	}
-	p.recovered.Store(true)
-	p.seedAGs()
-	p.statusChanged()
-	return nil
+	return p.recovery.Once(func() error { return p.recover(ctx) }, func() {
+		p.seedAGs()
+		p.vcs.Changed()
+	})
 }
 
 // recover rebuilds from the informers' caches (the process leads, its
-// informers run). Called with recoverMu held.
+// informers run). Called under the recovery gate.
 func (p *HiveSched) recover(ctx context.Context) error {
 	f := p.handle.SharedInformerFactory()
 	podInformer, nodeInformer := f.Core().V1().Pods(), f.Core().V1().Nodes()
@@ -65,8 +71,11 @@ func (p *HiveSched) recover(ctx context.Context) error {
 // recoverFromAPI rebuilds from the API server, in New, before the informers
 // start (a process without leader election).
 func (p *HiveSched) recoverFromAPI(ctx context.Context) error {
-	p.recoverMu.Lock()
-	defer p.recoverMu.Unlock()
+	return p.recovery.Once(func() error { return p.rebuildFromAPI(ctx) }, p.seedAGs)
+}
+
+// rebuildFromAPI rebuilds from nodes and pods listed from the API server.
+func (p *HiveSched) rebuildFromAPI(ctx context.Context) error {
 	cs := p.handle.ClientSet()
 	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -87,12 +96,7 @@ func (p *HiveSched) recoverFromAPI(ctx context.Context) error {
 	// Events recorded before the scheduler starts its event broadcaster
 	// are dropped: the pod informer's first delivery reports untrusted
 	// records instead.
-	if err := p.rebuild(ctx, nodes, pods, false); err != nil {
-		return err
-	}
-	p.recovered.Store(true)
-	p.seedAGs()
-	return nil
+	return p.rebuild(ctx, nodes, pods, false)
 }
 
 // rebuild reads node health, the VCs, then every running group from its
@@ -104,8 +108,8 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 	start := time.Now()
 	for _, n := range nodes {
 		if _, known := p.core.NodeHealthOf(n.Name); known {
-			_ = p.core.SetNodeHealth(n.Name, nodeHealth(n))
-			p.onNodeDevices(logger, n)
+			_ = p.core.SetNodeHealth(n.Name, devices.NodeHealth(n))
+			p.nodeDevices(logger, n)
 		}
 	}
 	vcs, err := p.vcClient.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{})
@@ -115,75 +119,37 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 	for i := range vcs.Items {
 		p.applyVC(logger, &vcs.Items[i])
 	}
-	groups := map[string][]recordedPod{}
 	untrusted := 0
-	for _, pod := range pods {
-		// A terminating pod still holds its devices until it is gone: its
-		// cells count until its deletion (onPod frees them then).
-		if pod.Spec.NodeName == "" || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
-			continue
+	groups := recovery.Groups(pods, p.signer.Trusted, func(pod *v1.Pod, err error) {
+		untrusted++
+		if report {
+			p.refuseRecord(logger, pod, err)
+		} else {
+			logger.Info("placement record not trusted: the pod's cells are not counted as hivesched's", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "err", err)
 		}
-		if _, ok := pod.Annotations[AnnotationPlacement]; !ok {
-			continue
-		}
-		rec, err := p.trustedPlacement(pod)
-		if err != nil {
-			untrusted++
-			if report {
-				p.refuseRecord(logger, pod, err)
-			} else {
-				logger.Info("placement record not trusted: the pod's cells are not counted as hivesched's", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "err", err)
-			}
-			continue
-		}
-		groups[rec.Group] = append(groups[rec.Group], recordedPod{pod, rec})
-	}
-	names := make([]string, 0, len(groups))
-	for n := range groups {
-		names = append(names, n)
-	}
-	// Higher priority first, so that if anything no longer fits, the lower
-	// priority groups are the ones downgraded.
-	sort.Slice(names, func(i, j int) bool {
-		a, b := groups[names[i]][0].rec, groups[names[j]][0].rec
-		if a.Priority != b.Priority {
-			return a.Priority > b.Priority
-		}
-		return names[i] < names[j]
 	})
 	recovered := 0
-	for _, n := range names {
-		if p.recoverGroup(logger, n, groups[n], "after a scheduler restart") == nil {
+	for _, g := range groups {
+		if p.recoverGroup(logger, g, "after a scheduler restart") == nil {
 			recovered++
 		}
 	}
 	// Every running pod the core does not hold now holds devices it must
 	// not hand out: pods of other schedulers, pods created with
 	// spec.nodeName or with an untrusted record, groups not taken back.
-	for _, node := range p.devices.resetForeign() {
-		p.applyDevices(logger, node)
-	}
+	p.devices.ResetForeign(logger)
 	for _, pod := range pods {
 		p.noteForeign(logger, pod, false, report)
 	}
-	recoveryDuration.Observe(time.Since(start).Seconds())
-	recoveredGroups.WithLabelValues("recovered").Add(float64(recovered))
-	recoveredGroups.WithLabelValues("refused").Add(float64(len(names) - recovered))
-	recoveredGroups.WithLabelValues("untrusted_pods").Add(float64(untrusted))
+	metrics.Recovery(time.Since(start), recovered, len(groups)-recovered, untrusted)
 	logger.Info("recovered allocations", "groups", recovered, "untrustedPlacements", untrusted, "nodes", len(nodes), "virtualClusters", len(vcs.Items))
 	return nil
-}
-
-// recordedPod is a bound pod and its trusted placement record.
-type recordedPod struct {
-	pod *v1.Pod
-	rec placementRecord
 }
 
 // refuseRecord reports a bound pod whose placement record is not trusted:
 // its cells are not hivesched's allocation.
 func (p *HiveSched) refuseRecord(logger klog.Logger, pod *v1.Pod, err error) {
-	if !p.groups.firstRefusal(pod) {
+	if !p.groups.FirstRefusal(pod) {
 		return
 	}
 	logger.Info("placement record not trusted: the pod's cells are not counted as hivesched's", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "err", err)
@@ -193,25 +159,20 @@ func (p *HiveSched) refuseRecord(logger klog.Logger, pod *v1.Pod, err error) {
 // recoverGroup adds a running group back to the core from its pods' records
 // (all from one group, trusted) and tracks the pods as its members, keyed by
 // the records, whatever their labels say now.
-func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedPod, when string) error {
-	var rp []cellcore.RecoveredPod
-	recorded := false // some pod's record says the group had been downgraded
-	for _, m := range ms {
-		rp = append(rp, cellcore.RecoveredPod{PodKey: podKey(m.pod), Node: m.rec.Node, LeafCellIndices: m.rec.LeafCellIndices, Downgraded: m.rec.Downgraded})
-		recorded = recorded || m.rec.Downgraded
-	}
-	res, err := p.core.RecoverAffinityGroup(ms[0].rec.spec(), rp)
+func (p *HiveSched) recoverGroup(logger klog.Logger, g recovery.Group, when string) error {
+	name := g.Name
+	res, recorded, err := g.Recover(p.core)
 	if err != nil {
 		logger.Error(err, "affinity group not recovered", "group", name)
-		for _, m := range ms {
-			p.event(m.pod, v1.EventTypeWarning, "RecoveryFailed", err.Error())
+		for _, m := range g.Pods {
+			p.event(m.Pod, v1.EventTypeWarning, "RecoveryFailed", err.Error())
 		}
 		return err
 	}
-	for _, m := range ms {
-		p.groups.trackRecorded(m.pod, m.rec.request())
+	for _, m := range g.Pods {
+		p.groups.TrackRecorded(m.Pod, m.Record.Request())
 	}
-	p.statusChanged()
+	p.vcs.Changed()
 	if res.Downgraded {
 		logger.Info(res.Reason, "group", name)
 		// Every pod's record is to say so (a restart may have come before
@@ -232,8 +193,8 @@ func (p *HiveSched) recoverGroup(logger klog.Logger, name string, ms []recordedP
 // rebuilt from its bound members' records, so that its cells are never
 // handed out again; a group the core holds with other cells cannot take it,
 // which is reported.
-func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placementRecord) {
-	if p.core.PodAssigned(rec.Group, podKey(pod)) {
+func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placement.Record) {
+	if p.core.PodAssigned(rec.Group, podrequest.PodKey(pod)) {
 		return
 	}
 	st, known := p.core.AffinityGroupState(rec.Group)
@@ -243,13 +204,13 @@ func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placementRecord) 
 		p.event(pod, v1.EventTypeWarning, "PlacementNotInCache", msg)
 		return
 	}
-	ms := []recordedPod{{pod, rec}}
-	for _, other := range p.groups.pods(rec.Group) {
+	ms := []recovery.Recorded{{Pod: pod, Record: rec}}
+	for _, other := range p.groups.Pods(rec.Group) {
 		if other.UID == pod.UID || other.Spec.NodeName == "" || other.DeletionTimestamp != nil {
 			continue
 		}
-		if r, err := p.trustedPlacement(other); err == nil && r.Group == rec.Group {
-			ms = append(ms, recordedPod{other, r})
+		if r, err := p.signer.Trusted(other); err == nil && r.Group == rec.Group {
+			ms = append(ms, recovery.Recorded{Pod: other, Record: r})
 		}
 	}
 	if known {
@@ -260,7 +221,20 @@ func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placementRecord) 
 			return
 		}
 	}
-	if p.recoverGroup(logger, rec.Group, ms, "when a bound pod of it was found") == nil {
+	if p.recoverGroup(logger, recovery.Group{Name: rec.Group, Pods: ms}, "when a bound pod of it was found") == nil {
 		logger.Info("adopted a bound affinity group the scheduler did not hold", "group", rec.Group, "pods", len(ms), "pod", klog.KObj(pod))
+	}
+}
+
+// seedAGs notes every tracked member pod once this process has recovered
+// (pods seen before were only indexed).
+func (p *HiveSched) seedAGs() {
+	if p.ags == nil {
+		return
+	}
+	for _, pod := range p.groups.AllPods() {
+		if req, err := p.request(pod); err == nil && req != nil {
+			p.ags.Seen(pod, req)
+		}
 	}
 }

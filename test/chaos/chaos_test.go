@@ -39,6 +39,7 @@ import (
 	"github.com/hivesched/hivesched/cmd/hivesched-sim/sim"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/test/util"
 )
 
@@ -195,7 +196,7 @@ func newHarness(t *testing.T, kubeconfig string, o options) *harness {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if h.key, err = hivesched.LoadPlacementKey(ctx, h.kube); err != nil {
+	if h.key, err = placement.LoadKey(ctx, h.kube); err != nil {
 		t.Fatal(err)
 	}
 	vcs, err := h.vcs.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{})

@@ -13,7 +13,10 @@ import (
 
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/cellspec"
+	"github.com/hivesched/hivesched/plugins/devices"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
 )
 
 // snapshot is the cluster as the API server has it: every check reads API
@@ -78,14 +81,14 @@ func (h *harness) placements(s *snapshot) ([]placed, []string) {
 		case !ok:
 			bad = append(bad, fmt.Sprintf("pod %s is bound to %s without %s", id, p.Spec.NodeName, hivesched.AnnotationPlacement))
 			continue
-		case p.Annotations[hivesched.AnnotationPlacementSignature] != hivesched.PlacementSignature(h.key, p):
+		case p.Annotations[hivesched.AnnotationPlacementSignature] != placement.Signature(h.key, p):
 			bad = append(bad, fmt.Sprintf("pod %s: its placement record is not signed for it", id))
 			continue
 		case p.Annotations[hivesched.AnnotationLeafCellIndices] == "":
 			bad = append(bad, fmt.Sprintf("pod %s is bound without %s", id, hivesched.AnnotationLeafCellIndices))
 			continue
 		}
-		spec, rp, err := hivesched.RecordedPlacement(p)
+		spec, rp, err := placement.Recorded(p)
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("pod %s: %v (%q)", id, err, raw))
 			continue
@@ -281,10 +284,10 @@ func (h *harness) oracle(s *snapshot, ps []placed) (*cellcore.Core, error) {
 		return nil, err
 	}
 	for i := range s.nodes {
-		_ = core.SetNodeHealth(s.nodes[i].Name, hivesched.NodeHealthOf(&s.nodes[i])) // nodes outside the physical cluster are not its business
+		_ = core.SetNodeHealth(s.nodes[i].Name, devices.NodeHealth(&s.nodes[i])) // nodes outside the physical cluster are not its business
 	}
 	for i := range s.vcs {
-		if _, err := core.SetVirtualCluster(hivesched.CoreVCSpec(&s.vcs[i])); err != nil {
+		if _, err := core.SetVirtualCluster(cellspec.VirtualCluster(&s.vcs[i])); err != nil {
 			return nil, fmt.Errorf("VC %s: %w", s.vcs[i].Name, err)
 		}
 	}
@@ -384,7 +387,7 @@ func capacities(cfg cellcore.Config, vcs []hv1.VirtualCluster) (map[string]map[s
 	}
 	out := map[string]map[string]int32{}
 	for i := range vcs {
-		if _, err := core.SetVirtualCluster(hivesched.CoreVCSpec(&vcs[i])); err != nil {
+		if _, err := core.SetVirtualCluster(cellspec.VirtualCluster(&vcs[i])); err != nil {
 			return nil, err
 		}
 		st, _ := core.VirtualClusterStatus(vcs[i].Name)

@@ -14,6 +14,7 @@ import (
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/cmd/hivesched-sim/sim"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/test/util"
 )
 
@@ -64,7 +65,7 @@ func (h *harness) member(g *gang, i int, node string, idx []int32, downgraded bo
 	p.Status.Phase = v1.PodRunning
 	p.Annotations[hivesched.AnnotationPlacement] = string(rec)
 	p.Annotations[hivesched.AnnotationLeafCellIndices] = strings.Join(s, ",")
-	p.Annotations[hivesched.AnnotationPlacementSignature] = hivesched.PlacementSignature(h.key, &p)
+	p.Annotations[hivesched.AnnotationPlacementSignature] = placement.Signature(h.key, &p)
 	return p
 }
 

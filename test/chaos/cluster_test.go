@@ -34,7 +34,7 @@ const (
 	// logged it leads.
 	logAcquired = `"Successfully acquired lease" lock="` + leaseNamespace + "/" + leaseName + `"`
 	// The plugin logs this once it has rebuilt its state as the new leader
-	// (plugins/hivesched/leader.go).
+	// (plugins/recovery/gate.go).
 	logRecovered = "leading: allocations recovered"
 )
 

@@ -20,6 +20,7 @@ import (
 
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/test/util"
 )
 
@@ -121,7 +122,7 @@ func TestControllers(t *testing.T) {
 		byNode := map[string]map[string]string{}
 		indices := map[string]bool{}
 		for _, p := range got {
-			spec, rp, err := hivesched.RecordedPlacement(&p)
+			spec, rp, err := placement.Recorded(&p)
 			require.NoError(t, err, "pod %s", p.Name)
 			require.Equal(t, "vc-vision", spec.VirtualCluster, "pod %s", p.Name)
 			require.True(t, spec.Name == "bert" || strings.HasSuffix(spec.Name, "/bert"), "pod %s is in group %q, want the AffinityGroup bert", p.Name, spec.Name)
@@ -227,7 +228,7 @@ func TestControllers(t *testing.T) {
 			for k := range p.Labels {
 				require.False(t, strings.HasPrefix(k, "hivesched.io/") && k != hivesched.LabelVirtualCluster, "pod %s carries hivesched label %s beyond the VC", p.Name, k)
 			}
-			spec, rp, err := hivesched.RecordedPlacement(&p)
+			spec, rp, err := placement.Recorded(&p)
 			require.NoError(t, err, "pod %s", p.Name)
 			require.Equal(t, "vision/"+pgName, spec.Name, "pod %s: the affinity group is the PodGroup", p.Name)
 			require.Equal(t, []int32{4}, []int32{spec.Members[0].PodNumber}, "pod %s", p.Name)

@@ -16,6 +16,7 @@ import (
 	"github.com/hivesched/hivesched/cmd/hivesched-sim/sim"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/test/util"
 )
 
@@ -110,7 +111,7 @@ func TestTrainingOperator(t *testing.T) {
 		for _, p := range got {
 			require.Equal(t, "hivesched", p.Spec.SchedulerName, "pod %s", p.Name)
 			require.Equal(t, name, p.Labels["scheduling.x-k8s.io/pod-group"], "pod %s", p.Name)
-			spec, _, err := hivesched.RecordedPlacement(&p)
+			spec, _, err := placement.Recorded(&p)
 			require.NoError(t, err, "pod %s", p.Name)
 			require.Equal(t, "vc-vision", spec.VirtualCluster, "pod %s", p.Name)
 			require.True(t, strings.HasSuffix(spec.Name, "/"+name) || spec.Name == name, "pod %s is in group %q", p.Name, spec.Name)

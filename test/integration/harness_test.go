@@ -44,6 +44,7 @@ import (
 	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/test/util"
 )
 
@@ -565,13 +566,13 @@ func (c *cluster) describe(t *testing.T, pods []*v1.Pod) string {
 // record is signed with the cluster's placement key, as hivesched signs it
 // (the signature covers the pod's UID, so it is added once the pod exists).
 func (c *cluster) createBoundPods(t *testing.T, pods []*v1.Pod) {
-	key, err := hivesched.LoadPlacementKey(t.Context(), c.kube)
+	key, err := placement.LoadKey(t.Context(), c.kube)
 	require.NoError(t, err)
 	for _, p := range pods {
 		created, err := c.kube.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{})
 		require.NoError(t, err)
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-			hivesched.AnnotationPlacementSignature: hivesched.PlacementSignature(key, created)}}})
+			hivesched.AnnotationPlacementSignature: placement.Signature(key, created)}}})
 		require.NoError(t, err)
 		_, err = c.kube.CoreV1().Pods(p.Namespace).Patch(t.Context(), p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		require.NoError(t, err)

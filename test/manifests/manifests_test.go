@@ -29,6 +29,7 @@ import (
 	"github.com/hivesched/hivesched/apis/config/validation"
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/hivesched"
 )
 
@@ -54,7 +55,7 @@ func argsFromConfig(t *testing.T, file string) (*config.HiveSchedArgs, *cellcore
 	}
 	require.NotNil(t, args)
 	require.NoError(t, validation.ValidateHiveSchedArgs(nil, args))
-	k, err := cellcore.New(hivesched.CoreConfig(args.PhysicalCluster))
+	k, err := cellcore.New(cellspec.Config(args.PhysicalCluster))
 	require.NoError(t, err)
 	return args, k
 }

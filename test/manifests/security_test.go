@@ -74,7 +74,7 @@ func TestSchedulerDeployment(t *testing.T) {
 type access struct{ group, resource, verb, name string }
 
 // codeNeeds lists every API call hivesched's own code makes (grep
-// plugins/hivesched for ClientSet() and the VirtualCluster client).
+// plugins/ for ClientSet(), the VirtualCluster and AffinityGroup clients).
 var codeNeeds = []access{
 	{"hivesched.io", "virtualclusters", "get", ""},
 	{"hivesched.io", "virtualclusters", "list", ""},

@@ -1,5 +1,5 @@
 // Package v1 is the read-only inspect API the HiveSched scheduler serves
-// (plugins/hivesched/inspect.go) and `kubectl hivesched` reads: the cell
+// (plugins/inspect) and `kubectl hivesched` reads: the cell
 // state cache as JSON. It is plain data, versioned by its URL prefix
 // (/v1/inspect/...), and carries no Kubernetes machinery so that a client
 // needs nothing but an HTTP GET.

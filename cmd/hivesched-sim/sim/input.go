@@ -17,6 +17,7 @@ import (
 	_ "github.com/hivesched/hivesched/apis/config/scheme" // HiveSchedArgs in kube-scheduler's config scheme
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/hivesched"
 )
 
@@ -31,7 +32,7 @@ func LoadCluster(path string) (cellcore.Config, error) {
 	for _, prof := range cfg.Profiles {
 		for _, pc := range prof.PluginConfig {
 			if a, ok := pc.Args.(*config.HiveSchedArgs); ok && pc.Name == hivesched.Name {
-				return hivesched.CoreConfig(a.PhysicalCluster), nil
+				return cellspec.Config(a.PhysicalCluster), nil
 			}
 		}
 	}
@@ -70,7 +71,7 @@ func LoadVirtualClusters(path string) ([]cellcore.VirtualClusterSpec, error) {
 			if vc.Kind != "VirtualCluster" {
 				return nil, fmt.Errorf("%s: a %s, not a VirtualCluster", path, vc.Kind)
 			}
-			out = append(out, hivesched.CoreVCSpec(&vc))
+			out = append(out, cellspec.VirtualCluster(&vc))
 		}
 	}
 	if len(out) == 0 {

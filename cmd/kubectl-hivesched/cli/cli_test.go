@@ -19,7 +19,7 @@ import (
 )
 
 // The JSON in testdata is the real inspect API's answers on a known state
-// (plugins/hivesched TestCLIFixtures keeps them current); the .golden files
+// (plugins/inspect TestCLIFixtures keeps them current); the .golden files
 // are this command's output on them, rewritten with -update and reviewed.
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 

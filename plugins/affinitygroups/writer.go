@@ -1,0 +1,407 @@
+package affinitygroups
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/hivesched/hivesched/apis/generated/clientset/versioned"
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/statuswriter"
+)
+
+// writeQPS bounds the AffinityGroup writer's API calls per second (burst
+// twice that): with many gangs at once, statuses lag rather than load the
+// API server that binds pods.
+const writeQPS = 20
+
+// NewClient is the writer's client: its own, limited to writeQPS, so that
+// a burst of gangs never takes the API server from binding (AffinityGroup
+// writes are observability; their statuses lag instead).
+func NewClient(kc *rest.Config) (versioned.Interface, error) {
+	akc := rest.CopyConfig(kc)
+	akc.QPS, akc.Burst = writeQPS, 2*writeQPS
+	return versioned.NewForConfig(akc)
+}
+
+// Run writes AffinityGroup objects in the background until ctx ends, as
+// the VC writer does (statuswriter.Run): each group at most once per
+// interval; a pass every interval handles the time-driven transitions
+// (pending timeout, expiry).
+func (t *Tracker) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithName("affinitygroups")
+	statuswriter.Run(ctx, t.every, t.kick, func(now time.Time, all bool) time.Time {
+		return t.write(ctx, logger, now, all)
+	})
+}
+
+// settleGone asks the API server how the bound pods that left the informer
+// ended: finished (Succeeded, Failed) or deleted while they ran. The
+// writer calls it, off the scheduling path.
+func (t *Tracker) settleGone(ctx context.Context, e *entry) {
+	t.mu.Lock()
+	var pods []*v1.Pod
+	for _, pod := range e.unsure {
+		pods = append(pods, pod)
+	}
+	t.mu.Unlock()
+	for _, pod := range pods {
+		got, err := t.pods.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			continue // asked again on the next pass
+		}
+		t.mu.Lock()
+		delete(e.unsure, pod.UID)
+		switch {
+		case err == nil && got.UID == pod.UID && got.Status.Phase == v1.PodSucceeded:
+			e.succeeded[pod.UID] = true
+		case err == nil && got.UID == pod.UID && got.Status.Phase == v1.PodFailed:
+			e.failedPods[pod.UID] = true
+			e.fail("MemberFailed", fmt.Sprintf("member pod %s failed", pod.Name))
+		default:
+			e.fail("MemberDeleted", fmt.Sprintf("member pod %s was deleted while it ran", pod.Name))
+		}
+		t.mu.Unlock()
+	}
+}
+
+// item is one group to write, picked under the tracker's lock.
+type item struct {
+	key string
+	e   *entry
+}
+
+// write writes the groups that changed (all: every group, for the
+// time-driven transitions) and returns when a held-back one may be written.
+func (t *Tracker) write(ctx context.Context, logger klog.Logger, now time.Time, all bool) time.Time {
+	if !t.recovered() {
+		return time.Time{}
+	}
+	t.mu.Lock()
+	var work []item
+	var next time.Time
+	for k, e := range t.groups {
+		if !e.timeoutAt.IsZero() && !now.Before(e.timeoutAt) {
+			// Its pending timeout is due: decided now, not at the next
+			// interval (the status write itself stays rate limited).
+			work = append(work, item{k, e})
+			continue
+		}
+		if !e.dirty && !all {
+			continue
+		}
+		// Written less than an interval ago, or an implicit group's object
+		// not due yet (see sync): not even looked at (the core's lock is
+		// the scheduler's) until it may be written.
+		due := e.lastWrite.Add(t.every)
+		if e.lastWrite.IsZero() {
+			due = time.Time{}
+			if e.obj == nil && !e.explicit && !terminalPhase(e.phase) && e.failReason == "" {
+				due = e.seenAt.Add(t.every)
+			}
+		}
+		if !all && now.Before(due) {
+			if next.IsZero() || due.Before(next) {
+				next = due
+			}
+			continue
+		}
+		work = append(work, item{k, e})
+	}
+	t.mu.Unlock()
+	sort.Slice(work, func(i, j int) bool { return work[i].key < work[j].key })
+	for _, w := range work {
+		due, err := t.sync(ctx, logger, w.key, w.e, now)
+		if err != nil {
+			logger.V(2).Info("writing affinity group", "group", w.key, "err", err)
+			continue // dirty stays set: the next pass tries again
+		}
+		if !due.IsZero() && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
+	}
+	// Wake for the next pending timeout (sync above may have set one).
+	t.mu.Lock()
+	for _, e := range t.groups {
+		if at := e.timeoutAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	t.mu.Unlock()
+	return next
+}
+
+// sync moves one group along the phase table and writes its object. It
+// returns when the group may be written next if the rate limit held it.
+func (t *Tracker) sync(ctx context.Context, logger klog.Logger, key string, e *entry, now time.Time) (time.Time, error) {
+	t.settleGone(ctx, e)
+	coreSt, inCore := t.core.AffinityGroupStatus(key)
+	pods := t.members.Pods(key)
+	var timedOut []*v1.Pod
+
+	t.mu.Lock()
+	if t.groups[key] != e {
+		t.mu.Unlock()
+		return time.Time{}, nil
+	}
+	e.dirty = len(e.unsure) > 0 // still to be asked
+	if e.spec == nil {
+		t.mu.Unlock()
+		return time.Time{}, nil // nothing known of it yet but a name
+	}
+	if e.emptied && len(pods) == 0 && len(e.unsure) == 0 && len(e.succeeded) == 0 && !terminalPhase(e.phase) {
+		e.fail("PodsDeleted", "every member pod was deleted before the group finished")
+	}
+	obs := phaseObservation{admitted: inCore || !e.admitted.IsZero(), rejected: e.refused != "", total: e.total,
+		succeeded: len(e.succeeded), live: len(pods)}
+	holds := inCore && coreSt.State != cellcore.AGPending
+	obs.holds = holds
+	running := 0
+	for _, pod := range pods {
+		if pod.Spec.NodeName != "" {
+			obs.bound++
+			if pod.Status.Phase == v1.PodRunning {
+				running++
+			}
+		}
+	}
+	// Seed 004's pending timeout: admitted, nothing bound, too long. A
+	// group the core has placed (Allocated) is binding, not pending: its
+	// binding is bounded by the Permit timeout and maxBindAttempts.
+	placed := inCore && coreSt.State == cellcore.AGAllocated
+	if e.phase == hv1.AffinityGroupAccepted && e.failReason == "" && obs.bound == 0 && !e.admitted.IsZero() && !placed {
+		if to := t.pendingTimeout(e); to > 0 && now.Sub(e.admitted) >= to {
+			e.fail("PendingTimeout", fmt.Sprintf("pending for longer than its pending timeout of %s: %s", to, e.message))
+			timedOut = pods
+		}
+	}
+	obs.failed = e.failReason != ""
+	if obs.admitted && e.admitted.IsZero() {
+		e.admitted = now
+	}
+	if obs.bound > 0 && e.firstBound.IsZero() {
+		e.firstBound = now
+	}
+	phase, _, err := advancePhase(key, e.phase, obs)
+	if err != nil {
+		logger.Error(err, "affinity group phase", "group", key)
+	}
+	if phase == hv1.AffinityGroupRunning && e.running.IsZero() {
+		e.running = now
+	}
+	if terminalPhase(phase) && e.finished.IsZero() {
+		e.finished = now
+	}
+	expire := false
+	// A group that timed out pending keeps refusing its pods until they
+	// are gone: it does not expire before.
+	keep := e.failReason == "PendingTimeout" && len(pods) > 0
+	if terminalPhase(phase) && phase != hv1.AffinityGroupExpired && now.Sub(e.finished) >= t.retention && !keep {
+		if to, err := NextPhase(key, phase, PhaseExpire); err == nil {
+			phase, expire = to, true
+		}
+	}
+	e.phase = phase
+	e.timeoutAt = time.Time{}
+	if phase == hv1.AffinityGroupAccepted && e.failReason == "" && obs.bound == 0 && !placed && !e.admitted.IsZero() {
+		if to := t.pendingTimeout(e); to > 0 {
+			e.timeoutAt = e.admitted.Add(to)
+		}
+	}
+	st := agStatus(e, coreSt, inCore, pods, obs, running)
+	obj, spec, explicit, owner := e.obj, e.spec, e.explicit, e.owner
+	last, seenAt := e.lastWrite, e.seenAt
+	t.mu.Unlock()
+
+	if len(timedOut) > 0 {
+		t.timedOut(logger, key, timedOut)
+	}
+	if !t.writes {
+		if expire {
+			t.mu.Lock()
+			delete(t.groups, key)
+			t.mu.Unlock()
+		}
+		return time.Time{}, nil
+	}
+	if expire {
+		t.mu.Lock()
+		delete(t.groups, key)
+		t.mu.Unlock()
+		if obj != nil && !explicit && len(obj.OwnerReferences) == 0 {
+			// Created by the scheduler and owned by nothing: nobody else
+			// would ever delete it. An owned one goes with its owner.
+			err := t.client.HiveschedV1alpha1().AffinityGroups(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &obj.UID}})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return time.Time{}, err
+			}
+			return time.Time{}, nil
+		}
+	}
+	if obj != nil && agStatusEqual(obj.Status, st) {
+		return time.Time{}, nil
+	}
+	if due := last.Add(t.every); now.Before(due) && !expire {
+		t.mu.Lock()
+		e.dirty = true
+		t.mu.Unlock()
+		return due, nil
+	}
+	if obj == nil && !explicit && !terminalPhase(st.Phase) {
+		// An implicit group's object is created once the group has been
+		// known for an interval: a gang that binds at once is then created
+		// Running (a create and one status write instead of three writes).
+		if due := seenAt.Add(t.every); now.Before(due) {
+			t.markDirty(key, e)
+			return due, nil
+		}
+	}
+	ns, name := splitGroup(key)
+	client := t.client.HiveschedV1alpha1().AffinityGroups(ns)
+	if obj == nil {
+		if explicit {
+			return time.Time{}, nil // the user deleted it: not recreated
+		}
+		created := &hv1.AffinityGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels: map[string]string{hv1.LabelManagedBy: hv1.ManagedByHivesched}}, Spec: *spec}
+		if owner != nil {
+			created.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		got, err := client.Create(ctx, created, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			got, err = client.Get(ctx, name, metav1.GetOptions{})
+		}
+		if err != nil {
+			t.markDirty(key, e)
+			return time.Time{}, err
+		}
+		obj = got
+	}
+	next := obj.DeepCopy()
+	next.Status = st
+	updated, err := client.UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := client.Get(ctx, name, metav1.GetOptions{}); gerr == nil {
+				t.mu.Lock()
+				if t.groups[key] == e {
+					e.obj = fresh
+				}
+				t.mu.Unlock()
+			}
+		}
+		t.markDirty(key, e)
+		return time.Time{}, err
+	}
+	t.mu.Lock()
+	e.lastWrite = now
+	if t.groups[key] == e && (e.obj == nil || e.obj.UID == updated.UID) {
+		e.obj = updated
+	}
+	t.mu.Unlock()
+	return time.Time{}, nil
+}
+
+func (t *Tracker) markDirty(key string, e *entry) {
+	t.mu.Lock()
+	if t.groups[key] == e {
+		e.dirty = true
+	}
+	t.mu.Unlock()
+}
+
+// pendingTimeout is the group's pending timeout: its own, else its VC's; 0
+// for none. Called with the tracker's lock held.
+func (t *Tracker) pendingTimeout(e *entry) time.Duration {
+	if e.explicit && e.obj != nil && e.obj.Spec.PendingTimeoutSeconds != nil {
+		return time.Duration(*e.obj.Spec.PendingTimeoutSeconds) * time.Second
+	}
+	if e.spec.PendingTimeoutSeconds != nil {
+		return time.Duration(*e.spec.PendingTimeoutSeconds) * time.Second
+	}
+	if vc := t.vcs.Object(e.spec.VirtualCluster); vc != nil && vc.Spec.PendingTimeoutSeconds != nil {
+		return time.Duration(*vc.Spec.PendingTimeoutSeconds) * time.Second
+	}
+	return 0
+}
+
+// agStatus builds a group's status. Called with the tracker's lock held.
+func agStatus(e *entry, cs cellcore.AffinityGroupStatus, inCore bool, pods []*v1.Pod, obs phaseObservation, running int) hv1.AffinityGroupStatus {
+	st := hv1.AffinityGroupStatus{Phase: e.phase, PreemptedBy: e.preemptedBy}
+	if e.obj != nil {
+		st.Conditions = append([]metav1.Condition(nil), e.obj.Status.Conditions...)
+	}
+	if inCore {
+		st.State = cs.State.String()
+	} else if obs.admitted {
+		st.State = cellcore.AGDeleted.String()
+	}
+	st.Members = hv1.AffinityGroupMemberCounts{Total: int32(e.total), Bound: int32(obs.bound), Running: int32(running),
+		Succeeded: int32(len(e.succeeded)), Failed: int32(len(e.failedPods))}
+	st.MembersSummary = fmt.Sprintf("%d/%d", obs.bound, e.total)
+	switch {
+	case e.failReason != "":
+		st.Reason, st.Message = e.failReason, e.failMessage
+	case e.phase == hv1.AffinityGroupRejected:
+		st.Reason, st.Message = "Rejected", e.refused
+	case e.phase == hv1.AffinityGroupCompleted || e.phase == hv1.AffinityGroupCompleting:
+		st.Reason, st.Message = "Succeeded", fmt.Sprintf("%d of %d member pods finished successfully", len(e.succeeded), e.total)
+	case e.phase == hv1.AffinityGroupRunning || e.phase == hv1.AffinityGroupStarting:
+		st.Reason, st.Message = "Bound", fmt.Sprintf("%d of %d member pods bound", obs.bound, e.total)
+		if inCore && cs.State == cellcore.AGBeingPreempted {
+			st.Reason, st.Message = "BeingPreempted", "a higher-priority group takes its cells: its pods are being deleted"
+		}
+	case e.phase == hv1.AffinityGroupNew && !obs.admitted && e.reason == "":
+		st.Reason, st.Message = "WaitingForMembers", fmt.Sprintf("%d of %d member pods exist", obs.live, e.total)
+	default:
+		st.Reason, st.Message = e.reason, e.message
+		if st.Reason == "" {
+			st.Reason = "Waiting"
+		}
+	}
+	if len(e.preempting) > 0 && inCore && cs.State == cellcore.AGPreempting {
+		st.Preempting = append([]string(nil), e.preempting...)
+	}
+	names := map[string]string{}
+	for _, pod := range pods {
+		names[string(pod.UID)] = pod.Name
+	}
+	for _, pp := range cs.Pods {
+		if n, ok := names[pp.PodKey]; ok {
+			st.Pods = append(st.Pods, hv1.AffinityGroupPodStatus{Name: n, Node: pp.Node, LeafCellIndices: append([]int32(nil), pp.LeafCellIndices...), LeafCellType: pp.LeafCellType})
+		}
+	}
+	sort.Slice(st.Pods, func(i, j int) bool { return st.Pods[i].Name < st.Pods[j].Name })
+	tm := func(t time.Time) *metav1.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &metav1.Time{Time: t.Truncate(time.Second)}
+	}
+	st.AdmittedTime, st.FirstBoundTime, st.RunningTime, st.FinishedTime = tm(e.admitted), tm(e.firstBound), tm(e.running), tm(e.finished)
+	sched := metav1.Condition{Type: hv1.ConditionScheduled, Status: metav1.ConditionFalse, Reason: "NotScheduled", Message: "the group holds no cells"}
+	if inCore && (cs.State == cellcore.AGAllocated || cs.State == cellcore.AGBeingPreempted) {
+		sched.Status, sched.Reason, sched.Message = metav1.ConditionTrue, "Allocated", "the group holds its cells"
+	}
+	apimeta.SetStatusCondition(&st.Conditions, sched)
+	down := metav1.Condition{Type: hv1.ConditionDowngraded, Status: metav1.ConditionFalse, Reason: "Guaranteed", Message: "the group runs in its virtual cluster's cells"}
+	if inCore && cs.Downgraded {
+		down.Status, down.Reason, down.Message = metav1.ConditionTrue, "LazilyPreempted", "the group runs on as opportunistic (priority -1): any guaranteed group may preempt it"
+	}
+	apimeta.SetStatusCondition(&st.Conditions, down)
+	return st
+}
+
+// agStatusEqual compares statuses but for condition timestamps.
+func agStatusEqual(a, b hv1.AffinityGroupStatus) bool {
+	return statuswriter.Equal(&a, &b, func(s *hv1.AffinityGroupStatus) []metav1.Condition { return s.Conditions })
+}

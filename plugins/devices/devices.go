@@ -1,0 +1,352 @@
+// Package devices turns what Kubernetes says of nodes and devices into the
+// cell core's hardware inputs: a node's health (an operator label, a
+// cordon, the Ready condition), its devices' health (an annotation, and
+// allocatable below capacity), and the devices that pods hivesched did not
+// place hold (another scheduler's, or created with spec.nodeName): the core
+// places nothing on any of them (docs/health.md).
+package devices
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
+)
+
+// LabelHealth lets an operator set a node's health beyond what Kubernetes
+// reports, in seed 003's (LAVA's) terms: "maintenance", "retired", "bad",
+// "looping" (being checked) or "unknown" ("good" or no label: Kubernetes'
+// own view decides). docs/health.md maps every state.
+const LabelHealth = "hivesched.io/health"
+
+// NodeHealth maps a Node to the core's hardware health: an operator label
+// first, then cordon (Maintenance), then the Ready condition.
+func NodeHealth(n *v1.Node) cellcore.NodeHealth {
+	switch n.Labels[LabelHealth] {
+	case "retired":
+		return cellcore.NodeRetired
+	case "maintenance":
+		return cellcore.NodeMaintenance
+	case "bad":
+		return cellcore.NodeBad
+	case "looping":
+		return cellcore.NodeLooping
+	case "unknown":
+		return cellcore.NodeUnknown
+	}
+	if n.Spec.Unschedulable {
+		return cellcore.NodeMaintenance
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			if c.Status == v1.ConditionTrue {
+				return cellcore.NodeHealthy
+			}
+			return cellcore.NodeBad
+		}
+	}
+	return cellcore.NodeUnknown
+}
+
+// AnnotationDeviceHealth on a Node lists its devices that are not good, for
+// an operator or a node agent to set: "3,5" (devices 3 and 5 are bad), or
+// with one of seed 003's (LAVA's) states, "3=bad,5=maintenance,6=looping";
+// "T4/2=retired" names the leaf cell type on a node with several.
+const AnnotationDeviceHealth = "hivesched.io/device-health"
+
+// parseDeviceHealth reads the annotation. Entries that do not parse are
+// returned as errors; the others still count.
+func parseDeviceHealth(s string) ([]cellcore.DeviceStatus, []string) {
+	var out []cellcore.DeviceStatus
+	var bad []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		dev, state, hasState := strings.Cut(e, "=")
+		h := cellcore.DeviceBad
+		if hasState {
+			var ok bool
+			if h, ok = cellcore.ParseDeviceHealth(strings.ToLower(strings.TrimSpace(state))); !ok {
+				bad = append(bad, fmt.Sprintf("%q: unknown state %q (good, unknown, looping, bad, maintenance, retired)", e, state))
+				continue
+			}
+		}
+		leafType, idx, typed := strings.Cut(strings.TrimSpace(dev), "/")
+		if !typed {
+			leafType, idx = "", leafType
+		}
+		i, err := strconv.ParseInt(idx, 10, 32)
+		if err != nil || i < 0 {
+			bad = append(bad, fmt.Sprintf("%q: a device index is a whole number from 0", e))
+			continue
+		}
+		if h != cellcore.DeviceGood {
+			out = append(out, cellcore.DeviceStatus{LeafCellType: leafType, Index: int32(i), Health: h})
+		}
+	}
+	return out, bad
+}
+
+// nodeDeviceInput is what a Node object says of its devices.
+type nodeDeviceInput struct {
+	devices []cellcore.DeviceStatus
+	// unhealthy: allocatable below capacity, beyond the named devices that
+	// are not good (a device plugin withdraws a failed device from
+	// allocatable; an operator may name it too).
+	unhealthy int32
+}
+
+func nodeDevices(n *v1.Node, resource v1.ResourceName) (nodeDeviceInput, []string) {
+	var in nodeDeviceInput
+	var bad []string
+	if s, ok := n.Annotations[AnnotationDeviceHealth]; ok {
+		in.devices, bad = parseDeviceHealth(s)
+	}
+	capQ, okC := n.Status.Capacity[resource]
+	allocQ, okA := n.Status.Allocatable[resource]
+	if okC && okA {
+		missing := capQ.Value() - allocQ.Value()
+		if missing > 0 {
+			missing -= int64(len(in.devices))
+			in.unhealthy = int32(min(max(missing, 0), math.MaxInt32))
+		}
+	}
+	return in, bad
+}
+
+// foreignPod is a bound pod whose devices the core does not hold.
+type foreignPod struct {
+	node    string
+	devices int32
+}
+
+// inputs joins, per node, what the Node says of its devices and the
+// devices that pods hivesched did not place hold.
+type inputs struct {
+	mu      sync.Mutex
+	nodes   map[string]nodeDeviceInput
+	foreign map[types.UID]foreignPod
+	names   map[types.UID]string // namespace/name of the foreign pods, for messages
+	perNode map[string]int32
+	// announced: foreign pods told (by an event) that they are counted.
+	announced map[types.UID]bool
+}
+
+func newInputs() *inputs {
+	return &inputs{nodes: map[string]nodeDeviceInput{}, foreign: map[types.UID]foreignPod{}, names: map[types.UID]string{},
+		perNode: map[string]int32{}, announced: map[types.UID]bool{}}
+}
+
+// setNode records a node's input; it reports whether it changed.
+func (d *inputs) setNode(name string, in nodeDeviceInput) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old, known := d.nodes[name]
+	if known && old.unhealthy == in.unhealthy && equalDevices(old.devices, in.devices) {
+		return false
+	}
+	d.nodes[name] = in
+	return true
+}
+
+func equalDevices(a, b []cellcore.DeviceStatus) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// setForeign records (devices > 0) or forgets a pod's foreign devices; it
+// returns the nodes whose count changed.
+func (d *inputs) setForeign(uid types.UID, name, node string, devices int32) (changed []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old, had := d.foreign[uid]
+	if had && old.node == node && old.devices == devices {
+		return nil
+	}
+	if had {
+		d.perNode[old.node] -= old.devices
+		if d.perNode[old.node] <= 0 {
+			delete(d.perNode, old.node)
+		}
+		delete(d.foreign, uid)
+		delete(d.names, uid)
+		changed = append(changed, old.node)
+	}
+	if devices > 0 && node != "" {
+		d.foreign[uid] = foreignPod{node: node, devices: devices}
+		d.names[uid] = name
+		d.perNode[node] += devices
+		if !had || old.node != node {
+			changed = append(changed, node)
+		}
+	} else {
+		delete(d.announced, uid)
+	}
+	return changed
+}
+
+// announce reports whether a foreign pod is to hear that it is counted: once
+// per pod and process.
+func (d *inputs) announce(uid types.UID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, counted := d.foreign[uid]; !counted || d.announced[uid] {
+		return false
+	}
+	d.announced[uid] = true
+	return true
+}
+
+// resetForeign forgets every foreign pod (recovery counts them afresh) and
+// returns the nodes that had some.
+func (d *inputs) resetForeign() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	nodes := make([]string, 0, len(d.perNode))
+	for n := range d.perNode {
+		nodes = append(nodes, n)
+	}
+	d.foreign, d.names, d.perNode = map[types.UID]foreignPod{}, map[types.UID]string{}, map[string]int32{}
+	return nodes
+}
+
+// coreInput is the core's view of one node.
+func (d *inputs) coreInput(name string) cellcore.NodeDevices {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := d.nodes[name]
+	return cellcore.NodeDevices{Devices: in.devices, Unhealthy: in.unhealthy, Foreign: min(d.perNode[name], math.MaxInt32)}
+}
+
+// foreignPodsOn names (sorted, at most max) the foreign pods on the nodes.
+func (d *inputs) foreignPodsOn(nodes []string, max int) (names []string, more int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in := map[string]bool{}
+	for _, n := range nodes {
+		in[n] = true
+	}
+	for uid, fp := range d.foreign {
+		if in[fp.node] {
+			names = append(names, d.names[uid])
+		}
+	}
+	sort.Strings(names)
+	if len(names) > max {
+		more = len(names) - max
+		names = names[:max]
+	}
+	return names, more
+}
+
+// Tracker hands the core, per node, what the Node says of its devices and
+// the devices that pods hivesched did not place hold, whenever either
+// changes.
+type Tracker struct {
+	core     *cellcore.Core
+	resource v1.ResourceName // a pod's devices are its request of it
+	inputs   *inputs
+}
+
+// New tracks the devices of resource for core.
+func New(core *cellcore.Core, resource v1.ResourceName) *Tracker {
+	return &Tracker{core: core, resource: resource, inputs: newInputs()}
+}
+
+// apply hands a node's device input to the core.
+func (t *Tracker) apply(logger klog.Logger, node string) {
+	if err := t.core.SetNodeDevices(node, t.inputs.coreInput(node)); err != nil {
+		logger.Error(err, "node devices: some entries do not name a device of the node; the others count", "node", node)
+	}
+}
+
+// Node reads a node's device input (LAVA device health by name, unhealthy
+// devices by count) and applies it if it changed; invalid says which
+// entries of its annotation were not understood ("" if none).
+func (t *Tracker) Node(logger klog.Logger, n *v1.Node) (changed bool, invalid string) {
+	in, bad := nodeDevices(n, t.resource)
+	if len(bad) > 0 {
+		invalid = fmt.Sprintf("annotation %s: entries not understood, ignored: %s", AnnotationDeviceHealth, strings.Join(bad, "; "))
+		logger.Error(nil, invalid, "node", n.Name)
+	}
+	if !t.inputs.setNode(n.Name, in) {
+		return false, invalid
+	}
+	t.apply(logger, n.Name)
+	logger.V(2).Info("node devices", "node", n.Name, "devices", in.devices, "unhealthyUnnamed", in.unhealthy)
+	return true, invalid
+}
+
+// terminal: the pod's containers have stopped for good; its devices are free.
+func terminal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+}
+
+// Foreign is how many devices a pod holds that the core does not count as
+// a group's: a bound pod that is running (or starting, or terminating) on
+// a node of the physical cluster and that held does not say is one of the
+// core's pods (another scheduler's, one created with spec.nodeName, one
+// whose placement record is not trusted, or whose group the core could not
+// take back).
+func (t *Tracker) Foreign(pod *v1.Pod, deleted bool, held func(*v1.Pod) bool) int32 {
+	if deleted || pod.Spec.NodeName == "" || terminal(pod) {
+		return 0
+	}
+	if _, known := t.core.NodeHealthOf(pod.Spec.NodeName); !known {
+		return 0 // not a node of the physical cluster
+	}
+	n, err := podrequest.LeafRequest(pod, t.resource)
+	if err != nil {
+		n = math.MaxInt32 // beyond any node: every device of it counts
+	}
+	if n == 0 || held(pod) {
+		return 0
+	}
+	return int32(n)
+}
+
+// Count records that the pod holds n foreign devices (0: none, or it is
+// gone) and hands the nodes whose count changed to the core; it reports
+// whether any did.
+func (t *Tracker) Count(logger klog.Logger, pod *v1.Pod, n int32) bool {
+	changed := t.inputs.setForeign(pod.UID, pod.Namespace+"/"+pod.Name, pod.Spec.NodeName, n)
+	for _, node := range changed {
+		t.apply(logger, node)
+	}
+	return len(changed) > 0
+}
+
+// Announce reports whether a pod counted as foreign is to hear that it is:
+// once per pod and process.
+func (t *Tracker) Announce(uid types.UID) bool { return t.inputs.announce(uid) }
+
+// ResetForeign forgets every foreign pod (recovery counts them afresh) and
+// hands the nodes that had some to the core.
+func (t *Tracker) ResetForeign(logger klog.Logger) {
+	for _, node := range t.inputs.resetForeign() {
+		t.apply(logger, node)
+	}
+}
+
+// ForeignPodsOn names (sorted, at most max) the foreign pods on the nodes.
+func (t *Tracker) ForeignPodsOn(nodes []string, max int) (names []string, more int) {
+	return t.inputs.foreignPodsOn(nodes, max)
+}

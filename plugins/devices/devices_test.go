@@ -1,0 +1,93 @@
+package devices
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+func TestParseDeviceHealth(t *testing.T) {
+	got, bad := parseDeviceHealth(" 3, 5=Maintenance,T4/2=retired,6=looping,7=unknown,1=good,,")
+	require.Empty(t, bad)
+	require.Equal(t, []cellcore.DeviceStatus{
+		{Index: 3, Health: cellcore.DeviceBad},
+		{Index: 5, Health: cellcore.DeviceMaintenance},
+		{LeafCellType: "T4", Index: 2, Health: cellcore.DeviceRetired},
+		{Index: 6, Health: cellcore.DeviceLooping},
+		{Index: 7, Health: cellcore.DeviceUnknown},
+	}, got)
+	got, bad = parseDeviceHealth("x,-1,2=broken,4=bad,99999999999")
+	require.Equal(t, []cellcore.DeviceStatus{{Index: 4, Health: cellcore.DeviceBad}}, got)
+	require.Len(t, bad, 4)
+	require.Contains(t, bad[2], `unknown state "broken"`)
+}
+
+func gpuNode(capacity, allocatable int64, ann string) *v1.Node {
+	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: v1.NodeStatus{
+		Capacity:    v1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(capacity, resource.DecimalSI)},
+		Allocatable: v1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(allocatable, resource.DecimalSI)},
+	}}
+	if ann != "" {
+		n.Annotations = map[string]string{AnnotationDeviceHealth: ann}
+	}
+	return n
+}
+
+// A device plugin withdraws a failed device from allocatable; when the
+// operator names it too, it is not counted twice.
+func TestNodeDevicesFromAllocatable(t *testing.T) {
+	in, bad := nodeDevices(gpuNode(8, 6, ""), "nvidia.com/gpu")
+	require.Empty(t, bad)
+	require.EqualValues(t, 2, in.unhealthy)
+	in, _ = nodeDevices(gpuNode(8, 6, "3"), "nvidia.com/gpu")
+	require.EqualValues(t, 1, in.unhealthy)
+	require.Len(t, in.devices, 1)
+	in, _ = nodeDevices(gpuNode(8, 7, "3,4"), "nvidia.com/gpu")
+	require.Zero(t, in.unhealthy)
+	in, _ = nodeDevices(gpuNode(8, 8, ""), "nvidia.com/gpu")
+	require.Zero(t, in.unhealthy)
+	in, _ = nodeDevices(&v1.Node{}, "nvidia.com/gpu")
+	require.Zero(t, in.unhealthy, "a node that reports no GPUs")
+}
+
+func TestDeviceInputsForeignCounts(t *testing.T) {
+	d := newInputs()
+	require.Equal(t, []string{"n0"}, d.setForeign("a", "ns/a", "n0", 2))
+	require.True(t, d.announce("a"))
+	require.False(t, d.announce("a"), "once")
+	require.Nil(t, d.setForeign("a", "ns/a", "n0", 2), "unchanged")
+	require.Equal(t, []string{"n0"}, d.setForeign("b", "ns/b", "n0", 3))
+	require.EqualValues(t, 5, d.coreInput("n0").Foreign)
+	names, more := d.foreignPodsOn([]string{"n0"}, 1)
+	require.Equal(t, []string{"ns/a"}, names)
+	require.Equal(t, 1, more)
+	require.Equal(t, []string{"n0"}, d.setForeign("a", "ns/a", "", 0))
+	require.EqualValues(t, 3, d.coreInput("n0").Foreign)
+	require.False(t, d.announce("a"), "gone")
+	require.Equal(t, []string{"n0"}, d.resetForeign())
+	require.Zero(t, d.coreInput("n0").Foreign)
+	require.True(t, d.setNode("n1", nodeDeviceInput{unhealthy: 1}))
+	require.False(t, d.setNode("n1", nodeDeviceInput{unhealthy: 1}))
+	require.EqualValues(t, 1, d.coreInput("n1").Unhealthy)
+}
+
+func TestNodeHealth(t *testing.T) {
+	ready := func(s v1.ConditionStatus) *v1.Node {
+		return &v1.Node{Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: s}}}}
+	}
+	require.Equal(t, cellcore.NodeHealthy, NodeHealth(ready(v1.ConditionTrue)))
+	require.Equal(t, cellcore.NodeBad, NodeHealth(ready(v1.ConditionFalse)))
+	require.Equal(t, cellcore.NodeBad, NodeHealth(ready(v1.ConditionUnknown)))
+	require.Equal(t, cellcore.NodeUnknown, NodeHealth(&v1.Node{}))
+	cordoned := ready(v1.ConditionTrue)
+	cordoned.Spec.Unschedulable = true
+	require.Equal(t, cellcore.NodeMaintenance, NodeHealth(cordoned))
+	retired := ready(v1.ConditionTrue)
+	retired.Labels = map[string]string{LabelHealth: "retired"}
+	require.Equal(t, cellcore.NodeRetired, NodeHealth(retired))
+}

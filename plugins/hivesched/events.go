@@ -1,0 +1,79 @@
+package hivesched
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hivesched/hivesched/plugins/podrequest"
+)
+
+// EventsToRegister: deleted pods free cells (and complete gangs' victims),
+// added pods complete gangs waiting at PreEnqueue, node changes change health.
+func (p *HiveSched) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: p.hintPodDeleted},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: p.hintPodAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeCondition | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}},
+	}, nil
+}
+
+func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	deleted, ok := oldObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, nil
+	}
+	if p.recovery.Done() && p.groups.GroupOf(deleted) != "" {
+		// Our pod informer's handler has not processed the deletion yet:
+		// the core still holds its cells. Requeueing now would let the
+		// pods popped before the release fail and the one popped after it
+		// win, whatever the queue's order (the VC's sequencer). The
+		// handler releases the cells, then activates every waiting pod
+		// at once (onPod, activateWaiting), so the order decides.
+		return fwk.QueueSkip, nil
+	}
+	// Read without caching: the pod is gone from the index.
+	if req, err := p.groups.Read(deleted); err == nil && req != nil {
+		return fwk.Queue, nil // its cells may be free now
+	}
+	return fwk.QueueSkip, nil
+}
+
+func (p *HiveSched) hintPodAdded(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	added, ok := newObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, nil
+	}
+	if g := p.groups.GroupOf(added); g != "" && g == p.groups.GroupOf(pod) {
+		return fwk.Queue, nil // one more member of the pod's gang
+	}
+	return fwk.QueueSkip, nil
+}
+
+// activate moves the pending pods of the named groups back to the active queue.
+func (p *HiveSched) activate(logger klog.Logger, groups []string) {
+	pods := map[string]*v1.Pod{}
+	for _, g := range groups {
+		for _, pod := range p.groups.Pods(g) {
+			if pod.Spec.NodeName == "" {
+				pods[pod.Namespace+"/"+pod.Name] = pod
+			}
+		}
+	}
+	if len(pods) > 0 {
+		p.handle.Activate(logger, pods)
+	}
+}
+
+// activateWaiting requeues the unbound pods of a VC's groups and of every
+// opportunistic group (they may use any free cell); with vc "", of all groups.
+func (p *HiveSched) activateWaiting(logger klog.Logger, vc string) {
+	pods := p.groups.UnboundPods(func(req *podrequest.Request) bool {
+		return vc == "" || req.Group.VirtualCluster == vc || req.Group.Priority < 0
+	})
+	if len(pods) > 0 {
+		p.handle.Activate(logger, pods)
+	}
+}

@@ -1,0 +1,296 @@
+package hivesched
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/hivesched/hivesched/apis/generated/informers/externalversions"
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/devices"
+	"github.com/hivesched/hivesched/plugins/metrics"
+	"github.com/hivesched/hivesched/plugins/placement"
+	"github.com/hivesched/hivesched/plugins/podrequest"
+)
+
+// startInformers hands the informers' events to the handlers below and
+// sets up what reads pods' requests from the objects their groups name.
+func (p *HiveSched) startInformers(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	f := p.handle.SharedInformerFactory()
+	_, _ = f.Core().V1().Nodes().Informer().AddEventHandler(handle(logger, p.onNode))
+	_, _ = f.Core().V1().Pods().Informer().AddEventHandler(handle(logger, p.onPod))
+	vf := externalversions.NewSharedInformerFactory(p.vcClient, 0)
+	_, _ = vf.Hivesched().V1alpha1().VirtualClusters().Informer().AddEventHandler(handle(logger, p.onVC))
+	agInf := vf.Hivesched().V1alpha1().AffinityGroups()
+	_, _ = agInf.Informer().AddEventHandler(handle(logger, p.onAG))
+	p.startWorkloadInformers(logger)
+	lookups := podrequest.Lookups{AffinityGroups: agInf.Lister(), PodGroups: p.pgs.listerOrNil}
+	if p.wl != nil {
+		lookups.Workloads = p.wl.listers
+	}
+	p.groups.SetResolver(podrequest.NewResolver(p.resource, lookups))
+	vf.Start(ctx.Done())
+	p.startPodGroupInformer(ctx, logger)
+}
+
+// handle adapts on to an informer's event handler: on sees each object
+// added, updated (its new version) or deleted (tombstones unwrapped).
+func handle(logger klog.Logger, on func(logger klog.Logger, obj interface{}, deleted bool)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { on(logger, obj, false) },
+		UpdateFunc: func(_, obj interface{}) { on(logger, obj, false) },
+		DeleteFunc: func(obj interface{}) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			on(logger, obj, true)
+		},
+	}
+}
+
+// onNode hands a node's health and devices to the core.
+func (p *HiveSched) onNode(logger klog.Logger, obj interface{}, deleted bool) {
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return
+	}
+	h := devices.NodeHealth(n)
+	if deleted {
+		h = cellcore.NodeBad // gone from the cluster: its capacity is lost
+	}
+	old, known := p.core.NodeHealthOf(n.Name)
+	if !known {
+		logger.V(5).Info("node is not in the physical cluster", "node", n.Name)
+		return
+	}
+	if !deleted && p.nodeDevices(logger, n) {
+		p.vcs.Changed()
+		p.activateWaiting(logger, "")
+	}
+	if old == h {
+		return
+	}
+	if err := p.core.SetNodeHealth(n.Name, h); err != nil {
+		logger.Error(err, "setting node health", "node", n.Name)
+		return
+	}
+	metrics.NodeHealthChanged(h)
+	logger.V(2).Info("node health", "node", n.Name, "from", old, "to", h)
+	p.vcs.Changed()
+	if h == cellcore.NodeHealthy {
+		// Capacity came back. The queue's own node-update hint may have run
+		// before this handler, so requeue the waiting pods here.
+		p.activateWaiting(logger, "")
+	}
+}
+
+// onPod keeps the group index and drives the core's pod deletions: a pod that
+// is deleted or has finished frees its group's cells once the whole group is
+// gone (AG e3/e4/e7/e8, cell e9 for a victim's Reserving cells). Until this
+// process has recovered (it is not leading yet) only the index is kept: the
+// core holds nothing a pod could free, and recovery reads the pods afresh.
+func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	p.recovery.Hold(func(recovered bool) { p.podChanged(logger, pod, deleted, recovered) })
+}
+
+// podChanged is onPod's work, under the recovery gate (recovered: this
+// process holds the allocations).
+func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recovered bool) {
+	if recovered {
+		// After the pod's own handling below: a pod the core does not hold
+		// (any more) that runs on a node holds devices all the same.
+		defer p.noteForeign(logger, pod, deleted, true)
+	}
+	if !p.ours(pod) {
+		if pod.Spec.NodeName != "" && !deleted {
+			// Bound, and not by a hivesched (or its record was tampered
+			// with): never a member of a group. Forget it if it was
+			// tracked while pending.
+			if req, _ := p.groups.Untrack(pod); req != nil && recovered {
+				if _, err := p.core.DeletePod(req.Group.Name, podrequest.PodKey(pod)); err != nil {
+					logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", req.Group.Name)
+				}
+			}
+			if _, placed := pod.Annotations[placement.Annotation]; placed && recovered {
+				if _, err := p.signer.Trusted(pod); err != nil {
+					p.refuseRecord(logger, pod, err)
+				}
+			}
+		}
+		if deleted {
+			p.groups.ForgetRefusal(pod)
+		}
+		return
+	}
+	// A terminating pod still holds its devices until it is gone: its cells
+	// are released on deletion (or once it has finished), not before.
+	if !deleted && pod.Status.Phase != v1.PodSucceeded && pod.Status.Phase != v1.PodFailed {
+		if p.groups.SpecChanged(pod) {
+			p.event(pod, v1.EventTypeWarning, "SchedulingSpecChangeIgnored", fmt.Sprintf(
+				"the labels or annotations that make this pod's request changed after hivesched read them: a pod stays in the affinity group it first asked for (%s); delete and recreate the pod to change its request",
+				p.groups.GroupOf(pod)))
+		}
+		if recovered && pod.Spec.NodeName != "" && !p.groups.IsPinned(pod) {
+			// Bound: its group is the one its record names (the record
+			// is what a restart reads).
+			if rec, err := p.signer.Trusted(pod); err == nil {
+				p.groups.TrackRecorded(pod, rec.Request())
+				p.adopt(logger, pod, rec)
+			}
+		}
+		group, complete := p.groups.Track(pod)
+		if group != "" && recovered {
+			if req, err := p.request(pod); err == nil && req != nil {
+				p.ags.Seen(pod, req)
+			}
+		}
+		if complete {
+			// The gang's last member exists: its gated members may go.
+			go p.activate(logger, []string{group})
+		}
+		if group != "" && recovered && p.needsDowngradeRecord(pod, group) {
+			// Bound after its group's downgrade (or a patch was lost): the
+			// record writer checks with the core and records it.
+			p.records.Add(pod)
+		}
+		return
+	}
+	if !recovered {
+		p.groups.Untrack(pod)
+		return
+	}
+	// Release the cells before the pod leaves the index: while it is in
+	// the index the queue's pod-deleted hint leaves the waiting pods alone
+	// (hintPodDeleted), so none is tried against cells about to be freed.
+	var res cellcore.PodDeletion
+	var err error
+	if group := p.groups.GroupOf(pod); group != "" {
+		res, err = p.core.DeletePod(group, podrequest.PodKey(pod))
+	}
+	req, empty := p.groups.Untrack(pod)
+	if req == nil {
+		return
+	}
+	group := req.Group.Name
+	if err != nil {
+		logger.Error(err, "releasing a pod's cells", "pod", klog.KObj(pod), "group", group)
+	}
+	p.ags.Gone(group, pod, deleted, empty)
+	p.vcs.Changed()
+	freed := res.FreedLeaves
+	if empty {
+		p.binds.retries.Forget(group)
+	}
+	if empty && !res.GroupDeleted {
+		// Nothing of the group is left in Kubernetes: Pending (e8) or
+		// Preempting (e7) groups, or allocations whose pods never bound.
+		del, err := p.core.DeleteAffinityGroup(group)
+		if err != nil {
+			logger.Error(err, "deleting an affinity group", "group", group)
+		}
+		freed += del.FreedLeaves
+	}
+	if len(res.ReadyPreemptors) > 0 {
+		p.activate(logger, res.ReadyPreemptors)
+	}
+	if freed > 0 {
+		// Cells went Free. The queue's own pod-deleted hint may have run
+		// before this handler released them, so requeue who may use them.
+		// A preempted victim's cells go Reserved for its preemptor instead
+		// (activated above): nobody else can use them, and requeueing every
+		// waiting pod for each victim would be wasted work.
+		p.activateWaiting(logger, "")
+	}
+}
+
+func (p *HiveSched) onVC(logger klog.Logger, obj interface{}, deleted bool) {
+	vc, ok := obj.(*hv1.VirtualCluster)
+	if !ok {
+		return
+	}
+	if !deleted {
+		if !p.vcs.Refresh(vc) { // unless only its status changed
+			p.applyVC(logger, vc)
+		}
+		return
+	}
+	res, err := p.vcs.Remove(vc.Name)
+	if err != nil {
+		logger.V(2).Info("removing virtual cluster", "virtualCluster", vc.Name, "err", err)
+	}
+	for _, g := range res.Downgraded {
+		logger.Info("virtual cluster deleted: affinity group runs on as opportunistic", "virtualCluster", vc.Name, "group", g)
+		p.downgraded(logger, g, vcNote(g, vc.Name, "was deleted"))
+	}
+	p.vcs.Changed()
+}
+
+// applyVC hands a VC's spec to the core. A spec the cluster cannot host is
+// Rejected (status condition and event); the other VCs keep working.
+func (p *HiveSched) applyVC(logger klog.Logger, vc *hv1.VirtualCluster) {
+	res, newlyRejected, err := p.vcs.Apply(vc)
+	if err != nil {
+		logger.Error(err, "virtual cluster rejected", "virtualCluster", vc.Name)
+		if newlyRejected {
+			p.event(vc, "Warning", "Rejected", err.Error())
+		}
+		return
+	}
+	for _, g := range res.Downgraded {
+		logger.Info("virtual cluster shrank: affinity group runs on as opportunistic (lazy preemption)", "virtualCluster", vc.Name, "group", g)
+		p.event(vc, "Normal", "Downgraded", fmt.Sprintf("affinity group %s no longer fits the virtual cluster and runs on as opportunistic", g))
+		p.downgraded(logger, g, vcNote(g, vc.Name, "shrank below what its groups use"))
+	}
+	p.activateWaiting(logger, vc.Name) // its capacity changed
+}
+
+func (p *HiveSched) onAG(logger klog.Logger, obj interface{}, deleted bool) {
+	ag, ok := obj.(*hv1.AffinityGroup)
+	if !ok {
+		return
+	}
+	p.ags.Object(ag, deleted)
+	if !deleted && ag.Labels[hv1.LabelManagedBy] != hv1.ManagedByHivesched {
+		// Pods that came before their explicit group are read again.
+		p.groupObjectChanged(logger, ag.Namespace, labels.SelectorFromSet(labels.Set{LabelAffinityGroup: ag.Name}))
+	}
+}
+
+// groupObjectChanged re-reads the requests of the unbound pods an
+// AffinityGroup (or PodGroup) describes whose request was refused before
+// (they came before the object did) and sends them back to the active
+// queue. Called by the informers' handlers.
+func (p *HiveSched) groupObjectChanged(logger klog.Logger, namespace string, selector labels.Selector) {
+	p.rereadRefused(logger, namespace, func(pod *v1.Pod) bool { return selector.Matches(labels.Set(pod.Labels)) })
+}
+
+// rereadRefused re-reads the refused requests of the namespace's unbound
+// pods that match and sends them back to the active queue.
+func (p *HiveSched) rereadRefused(logger klog.Logger, namespace string, match func(*v1.Pod) bool) {
+	lister := p.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	pods, err := lister.Pods(namespace).List(labels.Everything())
+	if err != nil || len(pods) == 0 {
+		return
+	}
+	activate := map[string]*v1.Pod{}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != "" || !match(pod) || !p.groups.ForgetRefused(pod) {
+			continue
+		}
+		p.groups.Track(pod) // read again, and counted for the gang gate
+		activate[pod.Namespace+"/"+pod.Name] = pod
+	}
+	if len(activate) > 0 {
+		p.handle.Activate(logger, activate)
+	}
+}

@@ -1,0 +1,35 @@
+package hivesched
+
+import (
+	"github.com/hivesched/hivesched/plugins/devices"
+	"github.com/hivesched/hivesched/plugins/placement"
+	"github.com/hivesched/hivesched/plugins/podrequest"
+)
+
+// The names pods and nodes carry for hivesched, as users, cmd/ and test/
+// know them from this package. Each is defined in the package that reads
+// or writes it: how a pod asks (podrequest), what it is bound with
+// (placement), what a node says of its hardware (devices).
+const (
+	HivedSpecAnnotation           = podrequest.HivedSpecAnnotation
+	HivedSchedulingEnableResource = podrequest.HivedSchedulingEnableResource
+	LabelVirtualCluster           = podrequest.LabelVirtualCluster
+	LabelAffinityGroup            = podrequest.LabelAffinityGroup
+	AnnotationGroupMembers        = podrequest.AnnotationGroupMembers
+	AnnotationPriority            = podrequest.AnnotationPriority
+	AnnotationLeafCellType        = podrequest.AnnotationLeafCellType
+	AnnotationPinnedCell          = podrequest.AnnotationPinnedCell
+	AnnotationLazyPreemption      = podrequest.AnnotationLazyPreemption
+	LabelSpreadKey                = podrequest.LabelSpreadKey
+
+	AnnotationPlacement          = placement.Annotation
+	AnnotationPlacementSignature = placement.AnnotationSignature
+	AnnotationLeafCellIndices    = placement.AnnotationLeafCellIndices
+	HivedIsolationAnnotation     = placement.AnnotationHivedIsolation
+	PlacementKeySecret           = placement.KeySecret
+
+	LabelHealth            = devices.LabelHealth
+	AnnotationDeviceHealth = devices.AnnotationDeviceHealth
+
+	LabelPodGroup = podrequest.LabelPodGroup
+)

@@ -1,0 +1,244 @@
+package hivesched
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/internal/english"
+	"github.com/hivesched/hivesched/plugins/metrics"
+	"github.com/hivesched/hivesched/plugins/podrequest"
+)
+
+// stateKey is where PreFilter leaves its decision for the pod's later
+// extension points.
+const stateKey fwk.StateKey = Name
+
+// cycleState is what PreFilter decided for the pod.
+type cycleState struct {
+	group   string
+	node    string // the pod's node when placed
+	preempt *cellcore.Decision
+	leaves  int32
+	// rejected: PreFilter refused the pod (bad request, or the group
+	// waits); its message is the whole story, see PostFilter.
+	rejected bool
+	// bindErr: the binding cycle failed once the pod was on its way to
+	// its node (Bind's call, PreBind's placement patch, or the profile's
+	// binder after PreBind); Unreserve then retries it on the same cells
+	// (bindfail.go). Only the pod's own binding goroutine touches it.
+	bindErr error
+}
+
+func (s *cycleState) Clone() fwk.StateData { return s }
+
+// reject records in the cycle state that PreFilter refused the pod with
+// msg (PostFilter then adds nothing to it) and returns the status.
+func reject(state fwk.CycleState, code fwk.Code, msg string) (*fwk.PreFilterResult, *fwk.Status) {
+	state.Write(stateKey, &cycleState{rejected: true})
+	return nil, fwk.NewStatus(code, msg)
+}
+
+func readState(state fwk.CycleState) *cycleState {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	s, _ := d.(*cycleState)
+	return s
+}
+
+// PreFilter asks the core for the group's placement. The first member's call
+// decides for the whole group (AG e0 or e1); the others find their slot.
+func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	req, err := p.request(pod)
+	if err == nil && req != nil {
+		err = p.cellTypes.CheckLeafCellType(req.Group.LeafCellType)
+	}
+	if err != nil {
+		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	if req == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	p.noteDisruptionMode(pod)
+	if err := p.ensureRecovered(ctx); err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("recovering allocations: %w", err))
+	}
+	pgCycle := rootCycle(state.GetPodGroupSchedulingCycle())
+	p.releaseOtherCycles(klog.FromContext(ctx), pgCycle)
+	name := req.Group.Name
+	if msg := p.ags.Ended(name, pod); msg != "" {
+		return reject(state, fwk.UnschedulableAndUnresolvable, msg)
+	}
+	agState, hasGroup := p.core.AffinityGroupState(name)
+	// Every member is admitted as a new group is, but one that takes cells
+	// its running group already holds (a member of the placement being
+	// bound, or the replacement of a member that is gone): refusing it would
+	// leave a gang partly bound. A member that needs new cells (one that was
+	// not running when its group was recovered) binds more of the VC, so its
+	// namespace must still be allowed and the VC Active.
+	if !hasGroup || agState == cellcore.AGPending || agState == cellcore.AGPreempting || !p.core.JoinsPlacement(name, podrequest.PodKey(pod), req.LeafCellNumber) {
+		if reason := p.vcs.Admits(req.Group.VirtualCluster, pod.Namespace); reason != "" {
+			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
+			p.ags.Refuse(name, "VirtualClusterRefused", reason)
+			return reject(state, fwk.UnschedulableAndUnresolvable, reason)
+		}
+	}
+	// A placement given up after binding failures goes back to Pending once
+	// its bound members are gone (bindfail.go).
+	if hasGroup && agState == cellcore.AGAllocated {
+		rolledBack, st := p.givenUpPreFilter(klog.FromContext(ctx), state, name)
+		if st != nil {
+			return nil, st
+		}
+		if rolledBack {
+			agState = cellcore.AGPending
+			if have, want := p.groups.MemberCount(name), req.TotalPods(); have < want {
+				// Its bound members were deleted: placed anew once its
+				// owner has created them again (PreEnqueue holds it).
+				return reject(state, fwk.UnschedulableAndUnresolvable,
+					fmt.Sprintf("waiting for the members of affinity group %s: %d of %d pods exist", name, have, want))
+			}
+		}
+	}
+	// A group allocated long ago whose pods never bound (another plugin keeps
+	// rejecting its nodes) gives its cells back and is placed again.
+	if hasGroup && agState == cellcore.AGAllocated && p.groups.StaleAllocation(name, p.permitTimeout) {
+		if err := p.core.RollbackAffinityGroup(name); err == nil {
+			klog.FromContext(ctx).V(2).Info("rolled back a group whose pods never bound", "group", name)
+			agState = cellcore.AGPending
+			p.vcs.Changed()
+		}
+	}
+	if hasGroup && (agState == cellcore.AGAllocated || agState == cellcore.AGBeingPreempted) {
+		// Decided when the first member came: this member finds its slot.
+		if err := p.core.CheckMember(req.Group); err != nil {
+			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+			p.ags.Refuse(name, "InvalidSchedulingSpec", err.Error())
+			return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
+		}
+		return p.assign(state, pod, req)
+	}
+	start := time.Now()
+	d, err := p.core.Schedule(req.Group)
+	metrics.PlacementDecided(start, d, err)
+	if err != nil && !cellcore.IsSpecError(err) {
+		// Not the user's mistake: logged, counted and retried with the
+		// framework's error backoff; the AffinityGroup is not refused.
+		metrics.InternalError("schedule")
+		klog.FromContext(ctx).Error(err, "cell core internal error", "group", name, "pod", klog.KObj(pod))
+		return nil, fwk.AsStatus(fmt.Errorf("scheduling affinity group %s: internal error, retried: %w", name, err))
+	}
+	if err != nil {
+		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+		p.ags.Refuse(name, "InvalidSchedulingSpec", err.Error())
+		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	p.vcs.Changed()
+	for _, g := range d.Downgraded {
+		// Events and the placement records, the latter in the background.
+		metrics.Downgraded(p.groupVC(g), p.groups.MemberCount(g))
+		p.downgraded(klog.FromContext(ctx), g, lazyNote(g, name, req.Group.Priority, req.Group.VirtualCluster))
+	}
+	if d.Kind == cellcore.Preempt {
+		for _, v := range d.Victims {
+			metrics.VictimGroup(p.groupVC(v))
+		}
+	}
+	switch d.Kind {
+	case cellcore.Placed:
+		if msg := p.ags.Ended(name, pod); msg != "" {
+			// The pending timeout fired while the core placed it (the
+			// writer forgot the group after this PreFilter's first
+			// check): the cells go back.
+			if _, err := p.core.DeleteAffinityGroup(name); err == nil {
+				p.vcs.Changed()
+			}
+			return reject(state, fwk.UnschedulableAndUnresolvable, msg)
+		}
+		p.groups.Allocated(name)
+		if pgCycle != nil {
+			p.cycles.holds.add(name, pgCycle)
+		}
+		p.ags.Waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
+		return p.assign(state, pod, req)
+	case cellcore.Preempt:
+		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.LeafCellNumber})
+		if pgCycle != nil {
+			// No PostFilter runs in a pod-group cycle: the group's
+			// PodGroupPostFilter evicts the victims.
+			writePreempt(pgCycle, name, &d)
+		}
+		msg := fmt.Sprintf("affinity group %s (priority %d) preempts %s in virtual cluster %q and binds once their pods are deleted",
+			name, req.Group.Priority, english.JoinNames(d.Victims), req.Group.VirtualCluster)
+		p.ags.Waiting(name, "Preempting", msg, d.Victims)
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	default:
+		msg := d.Reason
+		reason := "Waiting"
+		if d.OverLimit {
+			reason = "OverLimit"
+		}
+		if d.State == cellcore.AGPreempting && len(d.Victims) > 0 {
+			msg = fmt.Sprintf("affinity group %s preempts %s and binds once their pods are deleted", name, english.JoinNames(d.Victims))
+			reason = "Preempting"
+			// Still waiting for victims: make sure every victim pod is on its
+			// way out (a deletion that failed is asked for again).
+			p.evictVictims(klog.FromContext(ctx), pod, name, d.Victims)
+		}
+		p.ags.Waiting(name, reason, msg, d.Victims)
+		return reject(state, fwk.Unschedulable, msg)
+	}
+}
+
+// groupVC is the virtual cluster a group names ("" if the core does not
+// know it), a metric label.
+func (p *HiveSched) groupVC(group string) string {
+	st, _ := p.core.AffinityGroupStatus(group)
+	return st.VirtualCluster
+}
+
+// assign gives the pod its slot in its placed group and narrows the
+// candidate nodes to the slot's node.
+func (p *HiveSched) assign(state fwk.CycleState, pod *v1.Pod, req *podrequest.Request) (*fwk.PreFilterResult, *fwk.Status) {
+	pp, err := p.core.AssignPod(req.Group.Name, podrequest.PodKey(pod), req.LeafCellNumber)
+	if err != nil {
+		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	state.Write(stateKey, &cycleState{group: req.Group.Name, node: pp.Node, leaves: req.LeafCellNumber})
+	return &fwk.PreFilterResult{NodeNames: sets.New(pp.Node)}, nil
+}
+
+// PreFilterExtensions is nil: the decision does not depend on other pods
+// being added or removed in the framework's what-if evaluations.
+func (p *HiveSched) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter passes only the node PreFilter chose, and only while it is healthy.
+// It reads the cycle state and the core's node health: no API call, no
+// allocation on the passing path.
+func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s := readState(state)
+	if s == nil {
+		return nil
+	}
+	if s.rejected { // PreFilter refused the pod: no node is for it
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "refused by "+Name+" in PreFilter")
+	}
+	node := nodeInfo.Node()
+	if node == nil || node.Name != s.node {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "affinity group "+s.group+" places this pod on node "+s.node)
+	}
+	if h, _ := p.core.NodeHealthOf(node.Name); h != cellcore.NodeHealthy {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node "+node.Name+" is "+h.String())
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+// Package placement is the placement record hivesched writes on every pod
+// it binds (the group's spec and the pod's cells: what a restarted
+// scheduler rebuilds its allocations from), its signature (an HMAC with a
+// key kept in a Secret, so that only records hivesched wrote for that very
+// pod count), and the background rewrite of records whose group was
+// downgraded after they were written.
+package placement
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
+)
+
+const (
+	// Annotation is written at bind: the group and this pod's cells, which
+	// a restarted scheduler recovers its state from.
+	Annotation = "hivesched.io/placement"
+	// AnnotationLeafCellIndices is written at bind: the pod's device indices.
+	AnnotationLeafCellIndices = "hivesched.io/leaf-cell-indices"
+	// AnnotationHivedIsolation is written at bind on pods that asked in
+	// HiveD's form: the pod's leaf cell (device) indices, comma separated,
+	// as HiveD writes it.
+	AnnotationHivedIsolation = "hivedscheduler.microsoft.com/pod-leaf-cell-isolation"
+)
+
+// Record is persisted on each bound pod (Annotation): the group's spec and
+// this pod's cells. A restarted scheduler rebuilds every Allocated group
+// from its pods' records (the seed's ec).
+//
+// Downgraded says the group was lazily preempted (or its VC shrank or was
+// deleted) and runs as opportunistic: it is written at bind for a group
+// downgraded before, and patched onto running pods in the background when a
+// downgrade happens (RecordWriter). Recovery keeps such a group opportunistic
+// instead of giving it back VC cells its preemptor was promised.
+type Record struct {
+	Group                string                         `json:"group"`
+	VirtualCluster       string                         `json:"virtualCluster"`
+	Priority             int32                          `json:"priority"`
+	LeafCellType         string                         `json:"leafCellType,omitempty"`
+	PinnedCellID         string                         `json:"pinnedCellId,omitempty"`
+	LazyPreemptionEnable bool                           `json:"lazyPreemptionEnable,omitempty"`
+	Members              []cellcore.AffinityGroupMember `json:"members"`
+	Node                 string                         `json:"node"`
+	PodLeafCellType      string                         `json:"podLeafCellType,omitempty"`
+	LeafCellIndices      []int32                        `json:"leafCellIndices"`
+	Downgraded           bool                           `json:"downgraded,omitempty"`
+	SpreadKey            string                         `json:"spreadKey,omitempty"`
+}
+
+// NewRecord is the record of a pod placed at pp in group g.
+func NewRecord(g cellcore.AffinityGroupSpec, pp cellcore.PodPlacement, downgraded bool) Record {
+	return Record{
+		Group: g.Name, VirtualCluster: g.VirtualCluster, Priority: g.Priority, LeafCellType: g.LeafCellType,
+		PinnedCellID: g.PinnedCellID, LazyPreemptionEnable: g.LazyPreemptionEnable, Members: g.Members,
+		Node: pp.Node, PodLeafCellType: pp.LeafCellType, LeafCellIndices: pp.LeafCellIndices, Downgraded: downgraded,
+		SpreadKey: g.SpreadKey,
+	}
+}
+
+// Spec is the group's spec as its pods asked for it.
+func (r Record) Spec() cellcore.AffinityGroupSpec {
+	ns, _, _ := strings.Cut(r.Group, "/") // recovery trusts a record only for a group of its pod's namespace
+	return cellcore.AffinityGroupSpec{Name: r.Group, VirtualCluster: r.VirtualCluster, Namespace: ns, Priority: r.Priority,
+		LeafCellType: r.LeafCellType, PinnedCellID: r.PinnedCellID, LazyPreemptionEnable: r.LazyPreemptionEnable,
+		Members: r.Members, SpreadKey: r.SpreadKey}
+}
+
+// Request is the pod request a trusted record stands for: the group as it
+// was placed, whatever the pod's labels say now.
+func (r Record) Request() *podrequest.Request {
+	return &podrequest.Request{Group: r.Spec(), LeafCellNumber: int32(len(r.LeafCellIndices))}
+}
+
+// Recovered is the pod's cells as the core's recovery takes them.
+func (r Record) Recovered(pod *v1.Pod) cellcore.RecoveredPod {
+	return cellcore.RecoveredPod{PodKey: podrequest.PodKey(pod), Node: r.Node, LeafCellIndices: r.LeafCellIndices, Downgraded: r.Downgraded}
+}
+
+// Encode is the record as the annotation's value.
+func (r Record) Encode() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// Bounds of a placement record, checked before and after decoding it. A
+// record is written by this scheduler for one pod, but the decoder also
+// reads records nobody vouched for yet (the downgrade writer's, tests,
+// fuzzing): a record of 2^31 members or indices must not be allocated.
+const (
+	// maxPlacementBytes: the API server's limit on all of a pod's
+	// annotations together is 256 KiB.
+	maxPlacementBytes = 256 << 10
+	// maxRecordMembers: a group has at most MaxPodsPerGroup pods, hence at
+	// most that many distinct member shapes.
+	maxRecordMembers = cellcore.MaxPodsPerGroup
+)
+
+// Decode reads an annotation's value, refusing records that lack what
+// recovery needs or exceed the bounds.
+func Decode(s string) (Record, error) {
+	var r Record
+	if len(s) > maxPlacementBytes {
+		return r, fmt.Errorf("annotation %s is %d bytes, more than a placement record can be (%d)", Annotation, len(s), maxPlacementBytes)
+	}
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return r, fmt.Errorf("annotation %s is not valid: %v", Annotation, err)
+	}
+	if r.Group == "" || r.Node == "" || len(r.Members) == 0 || len(r.LeafCellIndices) == 0 {
+		return r, fmt.Errorf("annotation %s lacks group, node, members or leaf cells", Annotation)
+	}
+	if len(r.Members) > maxRecordMembers {
+		return r, fmt.Errorf("annotation %s has %d members, more than a group can have (%d)", Annotation, len(r.Members), maxRecordMembers)
+	}
+	// The counts themselves (podNumber, leafCellNumber, priority) are
+	// bounded by the core before it allocates anything for the group
+	// (RecoverAffinityGroup's validateRecovered).
+	return r, nil
+}
+
+// Recorded decodes a bound pod's placement record as recovery reads it:
+// its group's spec and the pod's cells. It does not verify the record's
+// signature (Signature computes it). A checker outside the scheduler
+// (test/chaos rebuilds a cell core from API objects alone, as a restarted
+// scheduler would) reads records with it, so that it cannot drift from the
+// scheduler.
+func Recorded(pod *v1.Pod) (cellcore.AffinityGroupSpec, cellcore.RecoveredPod, error) {
+	rec, err := Decode(pod.Annotations[Annotation])
+	if err != nil {
+		return cellcore.AffinityGroupSpec{}, cellcore.RecoveredPod{}, err
+	}
+	return rec.Spec(), rec.Recovered(pod), nil
+}
+
+func indicesString(idx []int32) string {
+	b := make([]byte, 0, len(idx)*3)
+	for i, x := range idx {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%d", x)
+	}
+	return string(b)
+}

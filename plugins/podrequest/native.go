@@ -1,0 +1,112 @@
+package podrequest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+// Parse returns the request a pod writes itself, in HiveD's annotation or
+// the native labels and annotations: nil if the pod does not ask for cells
+// (a plain pod, left to the other plugins), or an error that says what to
+// fix.
+func Parse(pod *v1.Pod, resourceName v1.ResourceName) (*Request, error) {
+	if raw, ok := pod.Annotations[HivedSpecAnnotation]; ok {
+		return parseHived(pod, raw, resourceName)
+	}
+	vc, hasVC := pod.Labels[LabelVirtualCluster]
+	leaves64, err := LeafRequest(pod, resourceName)
+	if err != nil {
+		return nil, err
+	}
+	leaves := int32(leaves64) // bounded by LeafRequest
+	if !hasVC {
+		if leaves > 0 {
+			if g, ok := pod.Labels[LabelAffinityGroup]; ok && g != "" {
+				return nil, fmt.Errorf("pod requests %d %s but names no virtual cluster: create AffinityGroup %q in namespace %q (the explicit form: its spec names the VC and the members), or set label %s and annotation %s",
+					leaves, resourceName, g, pod.Namespace, LabelVirtualCluster, AnnotationGroupMembers)
+			}
+			return nil, fmt.Errorf("pod requests %d %s but names no virtual cluster: set label %s (or HiveD's annotation %s)", leaves, resourceName, LabelVirtualCluster, HivedSpecAnnotation)
+		}
+		return nil, nil
+	}
+	if vc == "" {
+		return nil, fmt.Errorf("label %s is empty", LabelVirtualCluster)
+	}
+	if leaves <= 0 {
+		return nil, fmt.Errorf("pod names virtual cluster %q but requests no %s: request the leaf cells (GPUs) it needs", vc, resourceName)
+	}
+	r := &Request{LeafCellNumber: leaves}
+	g := &r.Group
+	g.VirtualCluster = vc
+	if s, ok := pod.Annotations[AnnotationPriority]; ok {
+		p, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s=%q is not an integer (-1 for opportunistic, 0..%d)", AnnotationPriority, s, cellcore.MaxPriority)
+		}
+		g.Priority = int32(p)
+	} else if pod.Spec.Priority != nil {
+		g.Priority = priorityFromClass(*pod.Spec.Priority)
+	}
+	g.LeafCellType = pod.Annotations[AnnotationLeafCellType]
+	g.PinnedCellID = pod.Annotations[AnnotationPinnedCell]
+	if s, ok := pod.Annotations[AnnotationLazyPreemption]; ok {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s=%q is not true or false", AnnotationLazyPreemption, s)
+		}
+		g.LazyPreemptionEnable = b
+	}
+	name, grouped := pod.Labels[LabelAffinityGroup]
+	members := pod.Annotations[AnnotationGroupMembers]
+	switch {
+	case !grouped && members != "":
+		return nil, fmt.Errorf("annotation %s is set but label %s is not: name the group", AnnotationGroupMembers, LabelAffinityGroup)
+	case !grouped:
+		name = pod.Name
+		g.Members = []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: leaves}}
+	case members == "":
+		return nil, fmt.Errorf("label %s=%q needs annotation %s: the number of pods (\"4\") or the shape (\"2x8,1x4\")", LabelAffinityGroup, name, AnnotationGroupMembers)
+	default:
+		ms, err := parseMembers(members, leaves)
+		if err != nil {
+			return nil, err
+		}
+		g.Members = ms
+	}
+	if name == "" {
+		return nil, fmt.Errorf("label %s is empty", LabelAffinityGroup)
+	}
+	g.Name = pod.Namespace + "/" + name
+	g.Namespace = pod.Namespace
+	g.SpreadKey = pod.Labels[LabelSpreadKey]
+	if err := checkRequest(r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func parseMembers(s string, own int32) ([]cellcore.AffinityGroupMember, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseInt(s, 10, 32); err == nil {
+		if n <= 0 {
+			return nil, fmt.Errorf("annotation %s=%q: the number of pods must be positive", AnnotationGroupMembers, s)
+		}
+		return []cellcore.AffinityGroupMember{{PodNumber: int32(n), LeafCellNumber: own}}, nil
+	}
+	var out []cellcore.AffinityGroupMember
+	for _, part := range strings.Split(s, ",") {
+		pods, leaves, ok := strings.Cut(strings.TrimSpace(part), "x")
+		p, err1 := strconv.ParseInt(pods, 10, 32)
+		l, err2 := strconv.ParseInt(leaves, 10, 32)
+		if !ok || err1 != nil || err2 != nil || p <= 0 || l <= 0 {
+			return nil, fmt.Errorf("annotation %s=%q: %q is not PODSxLEAFCELLS (for example 2x8)", AnnotationGroupMembers, s, part)
+		}
+		out = append(out, cellcore.AffinityGroupMember{PodNumber: int32(p), LeafCellNumber: int32(l)})
+	}
+	return out, nil
+}
