@@ -138,14 +138,18 @@ type inputs struct {
 	nodes   map[string]nodeDeviceInput
 	foreign map[types.UID]foreignPod
 	names   map[types.UID]string // namespace/name of the foreign pods, for messages
-	perNode map[string]int32
+	// perNode sums the foreign devices per node in int64: a pod counted
+	// as every device of its node (MaxInt32) beside another must not wrap
+	// the sum negative (issue 28, finding 11); the core caps it at the
+	// node's leaves.
+	perNode map[string]int64
 	// announced: foreign pods told (by an event) that they are counted.
 	announced map[types.UID]bool
 }
 
 func newInputs() *inputs {
 	return &inputs{nodes: map[string]nodeDeviceInput{}, foreign: map[types.UID]foreignPod{}, names: map[types.UID]string{},
-		perNode: map[string]int32{}, announced: map[types.UID]bool{}}
+		perNode: map[string]int64{}, announced: map[types.UID]bool{}}
 }
 
 // setNode records a node's input; it reports whether it changed.
@@ -182,7 +186,7 @@ func (d *inputs) setForeign(uid types.UID, name, node string, devices int32) (ch
 		return nil
 	}
 	if had {
-		d.perNode[old.node] -= old.devices
+		d.perNode[old.node] -= int64(old.devices)
 		if d.perNode[old.node] <= 0 {
 			delete(d.perNode, old.node)
 		}
@@ -193,7 +197,7 @@ func (d *inputs) setForeign(uid types.UID, name, node string, devices int32) (ch
 	if devices > 0 && node != "" {
 		d.foreign[uid] = foreignPod{node: node, devices: devices}
 		d.names[uid] = name
-		d.perNode[node] += devices
+		d.perNode[node] += int64(devices)
 		if !had || old.node != node {
 			changed = append(changed, node)
 		}
@@ -224,7 +228,7 @@ func (d *inputs) resetForeign() []string {
 	for n := range d.perNode {
 		nodes = append(nodes, n)
 	}
-	d.foreign, d.names, d.perNode = map[types.UID]foreignPod{}, map[types.UID]string{}, map[string]int32{}
+	d.foreign, d.names, d.perNode = map[types.UID]foreignPod{}, map[types.UID]string{}, map[string]int64{}
 	return nodes
 }
 
@@ -233,7 +237,7 @@ func (d *inputs) coreInput(name string) cellcore.NodeDevices {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	in := d.nodes[name]
-	return cellcore.NodeDevices{Devices: in.devices, Unhealthy: in.unhealthy, Foreign: min(d.perNode[name], math.MaxInt32)}
+	return cellcore.NodeDevices{Devices: in.devices, Unhealthy: in.unhealthy, Foreign: int32(min(d.perNode[name], math.MaxInt32))}
 }
 
 // foreignPodsOn names (sorted, at most max) the foreign pods on the nodes.

@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -90,4 +91,17 @@ func TestNodeHealth(t *testing.T) {
 	retired := ready(v1.ConditionTrue)
 	retired.Labels = map[string]string{LabelHealth: "retired"}
 	require.Equal(t, cellcore.NodeRetired, NodeHealth(retired))
+}
+
+// TestForeignCountDoesNotWrap (issue 28, finding 11): a foreign pod whose
+// GPU request cannot be read counts as every device of its node
+// (MaxInt32); beside another foreign pod the node's sum must stay the most
+// the core can take, not wrap negative (which freed the node).
+func TestForeignCountDoesNotWrap(t *testing.T) {
+	d := newInputs()
+	d.setForeign("a", "ns/a", "n0", 8)
+	d.setForeign("b", "ns/b", "n0", math.MaxInt32)
+	require.EqualValues(t, math.MaxInt32, d.coreInput("n0").Foreign)
+	d.setForeign("b", "ns/b", "", 0)
+	require.EqualValues(t, 8, d.coreInput("n0").Foreign)
 }

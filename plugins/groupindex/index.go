@@ -30,6 +30,8 @@ type Index struct {
 	// resolver, once set, reads a pod's request from the objects that
 	// describe its group as well as from the pod (before: the pod alone).
 	resolver *podrequest.Resolver
+	// gated: pods PreEnqueue held back until their request is read.
+	gated map[types.UID]bool
 }
 
 type groupMembers struct {
@@ -53,9 +55,10 @@ type groupMembers struct {
 // changes, so that fixing a label works.
 type parsedPod struct {
 	rv     string
+	gen    int64 // the pod's metadata.generation when read (its spec changed)
 	req    *podrequest.Request
 	err    error
-	fp     string // podrequest.Fingerprint when req was read
+	fp     uint64 // podrequest.Fingerprint when req was read
 	warned bool   // a change of the request was reported
 	pinned bool   // req comes from the pod's trusted placement record
 }
@@ -63,7 +66,7 @@ type parsedPod struct {
 // New is an empty index of pods that request leaf cell resource resource.
 // Until SetResolver it reads pods' requests from the pods alone.
 func New(resource v1.ResourceName) *Index {
-	return &Index{resource: resource, parsed: map[types.UID]parsedPod{}, groups: map[string]*groupMembers{}}
+	return &Index{resource: resource, parsed: map[types.UID]parsedPod{}, groups: map[string]*groupMembers{}, gated: map[types.UID]bool{}}
 }
 
 // SetResolver makes the index read pods' requests through r, from the
@@ -76,43 +79,96 @@ func (x *Index) SetResolver(r *podrequest.Resolver) {
 }
 
 // Request returns the pod's request (nil: it asks for no cells), read once
-// per pod version and, once valid, kept for good.
+// and, once valid, kept for good. A refused request is read again only when
+// what it is read from changed (the pod's hivesched labels and annotations,
+// its spec's generation) or when ForgetRefused says its group's object
+// appeared: a pod that keeps a refused request cannot make the scheduler
+// read it at every update. The read itself runs outside the index's lock.
 func (x *Index) Request(pod *v1.Pod) (*podrequest.Request, error) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.requestLocked(pod)
-}
+	if req, err, ok := x.cachedLocked(pod); ok {
+		x.mu.Unlock()
+		return req, err
+	}
+	resolver := x.resolver
+	x.mu.Unlock()
 
-func (x *Index) requestLocked(pod *v1.Pod) (*podrequest.Request, error) {
-	e, ok := x.parsed[pod.UID]
-	if ok && e.req != nil && e.err == nil {
-		return e.req, nil
+	req, err := x.read(resolver, pod)
+
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e, ok := x.parsed[pod.UID]; ok && e.req != nil && e.err == nil {
+		return e.req, nil // read meanwhile, and valid: it stays the pod's
 	}
-	if ok && e.rv == pod.ResourceVersion {
-		return e.req, e.err
-	}
-	req, err := x.readLocked(pod)
 	rv := pod.ResourceVersion
 	if podrequest.IsAwaiting(err) {
 		rv = "" // read again next time: it waits for other objects, not for a fix of the pod
 	}
-	x.parsed[pod.UID] = parsedPod{rv: rv, req: req, err: err, fp: podrequest.Fingerprint(pod)}
+	x.parsed[pod.UID] = parsedPod{rv: rv, gen: pod.Generation, req: req, err: err, fp: podrequest.Fingerprint(pod)}
 	return req, err
 }
 
-// Read reads the pod's request as Request does, but neither takes it from
-// nor keeps it in the index (a deleted pod's, gone from it).
-func (x *Index) Read(pod *v1.Pod) (*podrequest.Request, error) {
+// Cached returns the pod's request as last read, without reading it (ok
+// false: never read, or to be read again). The scheduling queue's callbacks
+// (PreEnqueue, QueueSort, queueing hints), which run under the queue's lock,
+// use it: nothing is parsed while the queue is locked.
+func (x *Index) Cached(pod *v1.Pod) (*podrequest.Request, error, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.readLocked(pod)
+	return x.cachedLocked(pod)
 }
 
-func (x *Index) readLocked(pod *v1.Pod) (*podrequest.Request, error) {
-	if x.resolver != nil {
-		return x.resolver.Read(pod)
+func (x *Index) cachedLocked(pod *v1.Pod) (*podrequest.Request, error, bool) {
+	e, ok := x.parsed[pod.UID]
+	switch {
+	case !ok:
+		return nil, nil, false
+	case e.req != nil && e.err == nil:
+		return e.req, nil, true
+	case e.rv == pod.ResourceVersion:
+		return e.req, e.err, true
+	case e.rv != "" && e.gen == pod.Generation && e.fp == podrequest.Fingerprint(pod):
+		// Another version, the same inputs: the read stands, and this
+		// version is remembered so that the next look-up compares no more.
+		e.rv = pod.ResourceVersion
+		x.parsed[pod.UID] = e
+		return e.req, e.err, true
+	}
+	return nil, nil, false
+}
+
+// Read reads the pod's request as Request does, but neither takes it from
+// nor keeps it in the index.
+func (x *Index) Read(pod *v1.Pod) (*podrequest.Request, error) {
+	x.mu.Lock()
+	resolver := x.resolver
+	x.mu.Unlock()
+	return x.read(resolver, pod)
+}
+
+func (x *Index) read(resolver *podrequest.Resolver, pod *v1.Pod) (*podrequest.Request, error) {
+	if resolver != nil {
+		return resolver.Read(pod)
 	}
 	return podrequest.Parse(pod, x.resource)
+}
+
+// Gate notes that PreEnqueue held the pod back because its request was not
+// read yet; Ungate reports (once) whether it did, so that the reader sends
+// it back to the queue.
+func (x *Index) Gate(pod *v1.Pod) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.gated[pod.UID] = true
+}
+
+// Ungate: see Gate.
+func (x *Index) Ungate(pod *v1.Pod) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	was := x.gated[pod.UID]
+	delete(x.gated, pod.UID)
+	return was
 }
 
 // ForgetRefused drops the cached read of a pod whose request was refused
@@ -165,12 +221,12 @@ func (x *Index) IsPinned(pod *v1.Pod) bool {
 // Track records a live pod as a member of its group; it returns the group
 // and whether this call completed it (every member pod now exists).
 func (x *Index) Track(pod *v1.Pod) (string, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	req, err := x.requestLocked(pod)
+	req, err := x.Request(pod)
 	if err != nil || req == nil {
 		return "", false
 	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	return x.trackLocked(pod, req)
 }
 
@@ -199,6 +255,7 @@ func (x *Index) Untrack(pod *v1.Pod) (*podrequest.Request, bool) {
 func (x *Index) untrackLocked(pod *v1.Pod) (*podrequest.Request, bool) {
 	e, ok := x.parsed[pod.UID]
 	delete(x.parsed, pod.UID)
+	delete(x.gated, pod.UID)
 	if !ok || e.req == nil || e.err != nil {
 		return nil, false
 	}
@@ -262,10 +319,14 @@ type SortKey struct {
 
 // SortKey is the pod's queue key: its group's priority and age (a plain
 // pod's own), and the group's VC.
+//
+// It reads the request as cached (QueueSort runs under the queue's lock);
+// a pod whose request is not read yet has a plain pod's key, which only a
+// pod PreEnqueue let through as not hivesched's can have.
 func (x *Index) SortKey(pod *v1.Pod) SortKey {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	req, err := x.requestLocked(pod)
+	req, err, _ := x.cachedLocked(pod)
 	if err != nil {
 		// A pod whose request is refused goes after every valid one: it
 		// is only retried to report its error again, and whatever priority

@@ -2,6 +2,7 @@ package groupindex
 
 import (
 	"fmt"
+	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 	"testing"
 	"time"
 
@@ -64,9 +65,52 @@ func TestInvalidPodsSortLast(t *testing.T) {
 	bad.Spec.Priority = ptr.To[int32](2000000000)
 	plain := pod(nil, nil, 0)
 	plain.Name, plain.UID = "plain", "u-plain"
+	// The pod informer's handler reads requests; the queue's key only
+	// looks them up.
+	for _, p := range []*v1.Pod{valid, bad, plain} {
+		_, _ = x.Request(p)
+	}
 	kv, kb, kp := x.SortKey(valid), x.SortKey(bad), x.SortKey(plain)
 	require.Greater(t, kv.Priority, kb.Priority, "an opportunistic valid pod goes before an invalid one")
 	require.Greater(t, kp.Priority, kb.Priority, "a plain pod goes before an invalid one")
+}
+
+// TestRefusedRequestsAreReadOnce (issue 28, 1): a refused request is read
+// again only when what it is read from changed, not at every update of the
+// pod; the queue's callbacks only look it up, never read.
+func TestRefusedRequestsAreReadOnce(t *testing.T) {
+	x := New(gpu)
+	// A pod of a scheduler-plugins PodGroup while their CRD is not served:
+	// refused, and every read asks for the PodGroup lister (counted).
+	reads := 0
+	x.SetResolver(podrequest.NewResolver(gpu, podrequest.Lookups{PodGroups: func() pglisters.PodGroupLister { reads++; return nil }}))
+	bad := pod(map[string]string{podrequest.LabelPodGroup: "pg"}, nil, 1)
+	bad.UID, bad.ResourceVersion = "u-bad", "1"
+	_, _, read := x.Cached(bad)
+	require.False(t, read, "never read")
+	_, err := x.Request(bad)
+	require.Error(t, err)
+	require.Equal(t, 1, reads)
+
+	status := bad.DeepCopy()
+	status.ResourceVersion = "2" // a status update: nothing it is read from changed
+	_, err = x.Request(status)
+	require.Error(t, err)
+	require.Equal(t, 1, reads, "not read again")
+	_, _, read = x.Cached(status)
+	require.True(t, read)
+
+	relabelled := status.DeepCopy()
+	relabelled.ResourceVersion = "3"
+	relabelled.Labels[podrequest.LabelVirtualCluster] = "vc1"
+	_, _, read = x.Cached(relabelled)
+	require.False(t, read, "its labels changed: to be read again")
+	_, _ = x.Request(relabelled)
+	require.Equal(t, 2, reads)
+
+	require.True(t, x.ForgetRefused(relabelled), "its group's object appeared")
+	_, _ = x.Request(relabelled)
+	require.Equal(t, 3, reads)
 }
 
 // A pod's group is read once: relabelling it later neither moves it to

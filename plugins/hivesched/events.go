@@ -34,9 +34,13 @@ func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newO
 		// at once (onPod, activateWaiting), so the order decides.
 		return fwk.QueueSkip, nil
 	}
-	// Read without caching: the pod is gone from the index.
-	if req, err := p.groups.Read(deleted); err == nil && req != nil {
-		return fwk.Queue, nil // its cells may be free now
+	// Not a member of a group hivesched holds. This hint runs under the
+	// scheduling queue's lock, once per waiting pod: cheap checks only,
+	// never a parse of the deleted pod's request. A bound pod that may
+	// have asked for cells (a foreign GPU pod, one whose record was
+	// refused) frees devices the core counted as taken.
+	if deleted.Spec.NodeName != "" && podrequest.MayAsk(deleted, p.resource) {
+		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
 }

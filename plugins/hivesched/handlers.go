@@ -100,7 +100,17 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	if !ok {
 		return
 	}
+	if !deleted && podrequest.MayAsk(pod, p.resource) {
+		// Read the request here, outside every lock (the recovery gate's
+		// below, the queue's in the framework's callbacks, which only
+		// read what was read here).
+		_, _ = p.groups.Request(pod)
+	}
 	p.recovery.Hold(func(recovered bool) { p.podChanged(logger, pod, deleted, recovered) })
+	if !deleted && p.groups.Ungate(pod) {
+		// PreEnqueue held it back until its request was read.
+		p.handle.Activate(logger, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	}
 }
 
 // podChanged is onPod's work, under the recovery gate (recovered: this

@@ -10,12 +10,27 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // PreEnqueue keeps a gang's pods out of the active queue until every member
 // pod exists, so that the group is decided once with all members at hand.
+//
+// It runs under the scheduling queue's lock, so it parses nothing: a pod
+// that may ask for cells waits until the pod informer's handler has read
+// its request (that handler sends it back to the queue); plain pods pass.
 func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
-	req, err := p.request(pod)
+	if !podrequest.MayAsk(pod, p.resource) {
+		return nil
+	}
+	req, err, read := p.groups.Cached(pod)
+	if !read {
+		p.groups.Gate(pod)
+		if req, err, read = p.groups.Cached(pod); !read { // read meanwhile: no wait
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for hivesched to read the pod's request")
+		}
+		p.groups.Ungate(pod)
+	}
 	if err != nil || req == nil {
 		return nil // plain pods pass; bad specs are reported by PreFilter
 	}

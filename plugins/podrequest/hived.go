@@ -1,6 +1,8 @@
 package podrequest
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -14,7 +16,9 @@ import (
 // gpuType/gpuNumber are its older names of leafCellType/leafCellNumber.
 // Version v2 names cellType/cellNumber and a podRootGroup tree of pod groups.
 // Fields HiveD has and hivesched does not use (gangReleaseEnable,
-// ignoreK8sSuggestedNodes) are read and ignored, as unknown fields are.
+// ignoreK8sSuggestedNodes) are read and ignored. Any other field is refused:
+// decoding is strict, so that a tenant cannot pad the annotation with keys
+// that cost the scheduler time to read and mean nothing (docs/security.md).
 type hivedSpec struct {
 	Version              string `json:"version"`
 	VirtualCluster       string `json:"virtualCluster"`
@@ -40,7 +44,16 @@ type hivedSpec struct {
 	CellType     string         `json:"cellType"`
 	CellNumber   int32          `json:"cellNumber"`
 	PodRootGroup *hivedPodGroup `json:"podRootGroup"`
+
+	// HiveD's, not used by hivesched.
+	GangReleaseEnable       bool `json:"gangReleaseEnable"`
+	IgnoreK8sSuggestedNodes bool `json:"ignoreK8sSuggestedNodes"`
 }
+
+// MaxSpecBytes bounds HiveD's annotation: a spec takes a few hundred bytes
+// (a deep v2 tree a few KiB), so a larger one is refused before it is
+// decoded, whatever it holds.
+const MaxSpecBytes = 16 << 10
 
 // hivedPodGroup is a node of HiveD v2's podRootGroup tree: pods and child
 // groups that are all one gang. HiveD's v2 releases differ in how a group
@@ -73,15 +86,23 @@ func (s *hivedSpec) hasV2Fields() bool {
 }
 
 func parseHived(pod *v1.Pod, raw string, resourceName v1.ResourceName) (*Request, error) {
-	var s hivedSpec
-	if err := yaml.Unmarshal([]byte(raw), &s); err != nil {
+	if len(raw) > MaxSpecBytes {
+		return nil, fmt.Errorf("annotation %s is %d bytes, more than the %d a scheduling spec may take", HivedSpecAnnotation, len(raw), MaxSpecBytes)
+	}
+	js, err := yaml.YAMLToJSONStrict([]byte(raw)) // refuses duplicate keys too
+	if err != nil {
 		return nil, fmt.Errorf("annotation %s is not valid YAML: %v", HivedSpecAnnotation, err)
+	}
+	var s hivedSpec
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("annotation %s is not a HiveD scheduling spec (its fields: version, virtualCluster, priority, pinnedCellId, lazyPreemptionEnable, leafCellType, leafCellNumber, affinityGroup, cellType, cellNumber, podRootGroup, gangReleaseEnable, ignoreK8sSuggestedNodes): %v", HivedSpecAnnotation, err)
 	}
 	if s.VirtualCluster == "" {
 		return nil, fmt.Errorf("annotation %s: virtualCluster is empty", HivedSpecAnnotation)
 	}
 	var r *Request
-	var err error
 	switch s.Version {
 	case "", "v1":
 		r, err = parseHivedV1(pod, &s, resourceName)

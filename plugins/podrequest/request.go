@@ -10,6 +10,7 @@ package podrequest
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"strings"
 
@@ -77,21 +78,25 @@ func (r *Request) TotalPods() int {
 // replaced under the same name is another pod.
 func PodKey(pod *v1.Pod) string { return string(pod.UID) }
 
-// Fingerprint is what Parse reads from a pod's metadata (the resource
-// requests cannot change): a pod whose fingerprint changed asks for
-// something else now.
-func Fingerprint(pod *v1.Pod) string {
-	var b strings.Builder
-	for _, k := range []string{LabelVirtualCluster, LabelAffinityGroup} {
-		b.WriteString(pod.Labels[k])
-		b.WriteByte(0)
+// Fingerprint is a hash of what the request is read from in a pod's
+// metadata (its spec changes show in its generation): a pod whose
+// fingerprint changed may ask for something else now. A hash, so that
+// comparing costs the same whatever size a tenant gives the annotations.
+func Fingerprint(pod *v1.Pod) uint64 {
+	var h maphash.Hash
+	h.SetSeed(fingerprintSeed)
+	for _, k := range []string{LabelVirtualCluster, LabelAffinityGroup, LabelPodGroup, LabelSpreadKey} {
+		h.WriteString(pod.Labels[k])
+		h.WriteByte(0)
 	}
 	for _, k := range []string{AnnotationGroupMembers, AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption, HivedSpecAnnotation} {
-		b.WriteString(pod.Annotations[k])
-		b.WriteByte(0)
+		h.WriteString(pod.Annotations[k])
+		h.WriteByte(0)
 	}
-	return b.String()
+	return h.Sum64()
 }
+
+var fingerprintSeed = maphash.MakeSeed()
 
 // priorityFromClass maps a pod's Kubernetes priority (spec.priority, from
 // its PriorityClass, which cluster admins gate with ResourceQuota scopes)
@@ -192,3 +197,40 @@ func limitOnly(pod *v1.Pod, name v1.ResourceName) bool {
 	}
 	return false
 }
+
+// MayAsk is a cheap test of whether the pod may ask hivesched for cells: it
+// names a VC, a group or a pod group in any form hivesched reads, carries
+// HiveD's spec or a hivesched annotation, or requests the leaf cell
+// resource. It parses nothing: the scheduling queue's callbacks, which run
+// under the queue's lock, let a pod for which it is false pass untouched.
+func MayAsk(pod *v1.Pod, resource v1.ResourceName) bool {
+	if PodGroupName(pod) != "" {
+		return true
+	}
+	for k := range pod.Labels {
+		if strings.HasPrefix(k, keyPrefix) || k == LabelPodGroup {
+			return true
+		}
+	}
+	for k := range pod.Annotations {
+		if strings.HasPrefix(k, keyPrefix) || k == HivedSpecAnnotation {
+			return true
+		}
+	}
+	has := func(cs []v1.Container) bool {
+		for i := range cs {
+			r := &cs[i].Resources
+			if _, ok := r.Requests[resource]; ok {
+				return true
+			}
+			if _, ok := r.Limits[resource]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	return has(pod.Spec.Containers) || has(pod.Spec.InitContainers)
+}
+
+// keyPrefix is the prefix of every hivesched label and annotation.
+const keyPrefix = "hivesched.io/"
