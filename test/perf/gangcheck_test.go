@@ -18,12 +18,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 )
 
 // gangLabel names a pod's gang in every gang template, whatever the
-// contender (HiveSched's affinity group, Coscheduling's PodGroup, or none for
-// the default profile), so that one check covers them all.
+// contender (HiveSched's affinity group, a Workload API PodGroup for
+// HiveSchedWorkloadAPI, GangScheduling and TopologyAware, or none for the
+// default profile), so that one check covers them all.
 const gangLabel = "perf.hivesched.io/gang"
 
 // gangSizeLabel is the number of members of the pod's gang.
@@ -206,17 +207,23 @@ func contender(workload string) string {
 // writeGangReport writes r next to scheduler_perf's data items
 // (-data-items-dir), where TestReport finds it.
 func writeGangReport(r gangReport) error {
+	return writeDataFile("gangs", r.Workload, r)
+}
+
+// writeDataFile writes v as JSON to <kind>-<workload>-<time>.json in
+// scheduler_perf's -data-items-dir (nothing without one). One file per run:
+// the bind spread moves a lot from run to run, and the table shows the
+// runs' range, not only the last one.
+func writeDataFile(kind, workload string, v any) error {
 	f := flag.Lookup("data-items-dir")
 	if f == nil || f.Value.String() == "" {
 		return nil
 	}
-	raw, err := json.Marshal(r)
+	raw, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	// One file per run: the bind spread moves a lot from run to run, and
-	// the table shows the runs' range, not only the last one.
-	name := fmt.Sprintf("gangs-%s-%d.json", strings.NewReplacer("/", "_").Replace(r.Workload), time.Now().UnixNano())
+	name := fmt.Sprintf("%s-%s-%d.json", kind, strings.NewReplacer("/", "_").Replace(workload), time.Now().UnixNano())
 	return os.WriteFile(filepath.Join(f.Value.String(), name), raw, 0o644)
 }
 
@@ -258,6 +265,7 @@ func TestContender(t *testing.T) {
 		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSched/500Nodes":        "HiveSched",
 		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSchedPreBind/500Nodes": "HiveSchedPreBind",
 		"BenchmarkPerfScheduling/Gangs4x8_5000Nodes_Default/5000Nodes":        "Default",
+		"BenchmarkPerfScheduling/Gangs4x8_500Nodes_TopologyAware/500Nodes":    "TopologyAware",
 	} {
 		if got := contender(in); got != want {
 			t.Errorf("contender(%q) = %q, want %q", in, got, want)

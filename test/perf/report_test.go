@@ -225,8 +225,8 @@ func renderReport(results map[string]*result, gangs map[string][]gangReport) str
 		return fmt.Sprintf("%.1f", v)
 	}
 	var b strings.Builder
-	b.WriteString("| workload | contender | runs | throughput avg (pods/s) | p50 | p90 | p99 | ours / contender (avg) | scheduling latency p50 / p90 / p99 (ms) | attempt p50 / p90 / p99 (ms) | gangs whole / partly bound / unbound | gang bind spread p50 / p99 (ms), median run (p99 range) |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---|---|---|\n")
+	b.WriteString("| workload | contender | runs | throughput avg (pods/s) | p50 | p90 | p99 | HiveSched / row (avg) | HiveSchedWorkloadAPI / row (avg) | scheduling latency p50 / p90 / p99 (ms) | attempt p50 / p90 / p99 (ms) | gangs whole / partly bound / unbound | gang bind spread p50 / p99 (ms), median run (p99 range) |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|\n")
 	for _, w := range workloads {
 		rs := byWorkload[w]
 		sort.Slice(rs, func(i, j int) bool {
@@ -235,23 +235,28 @@ func renderReport(results map[string]*result, gangs map[string][]gangReport) str
 			}
 			return rs[i].contender < rs[j].contender
 		})
-		var ours float64
+		// The two HiveSched forms the other rows are compared with: native
+		// gangs and Workload API pod groups.
+		ours := map[string]float64{}
 		for _, r := range rs {
-			if m := r.median(); r.contender == "HiveSched" && m.throughput != nil {
-				ours = m.throughput["Average"]
+			if m := r.median(); (r.contender == "HiveSched" || r.contender == "HiveSchedWorkloadAPI") && m.throughput != nil {
+				ours[r.contender] = m.throughput["Average"]
 			}
+		}
+		ratio := func(of string, r *result) string {
+			m := r.median()
+			if r.contender == of || ours[of] == 0 || m.throughput == nil || m.throughput["Average"] <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", ours[of]/m.throughput["Average"])
 		}
 		for _, r := range rs {
 			m := r.median()
-			ratio := "-"
-			if r.contender != "HiveSched" && ours > 0 && m.throughput != nil && m.throughput["Average"] > 0 {
-				ratio = fmt.Sprintf("%.2f", ours/m.throughput["Average"])
-			}
 			gangCols := gangColumns(gangs[w+"_"+r.contender])
-			fmt.Fprintf(&b, "| %s | %s | %d | %s%s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s |\n",
+			fmt.Fprintf(&b, "| %s | %s | %d | %s%s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s |\n",
 				w, r.contender, len(r.runs),
 				f(m.throughput, "Average"), r.spread(), f(m.throughput, "Perc50"), f(m.throughput, "Perc90"), f(m.throughput, "Perc99"),
-				ratio,
+				ratio("HiveSched", r), ratio("HiveSchedWorkloadAPI", r),
 				f(m.latency, "Perc50"), f(m.latency, "Perc90"), f(m.latency, "Perc99"),
 				f(m.attempt, "Perc50"), f(m.attempt, "Perc90"), f(m.attempt, "Perc99"),
 				gangCols)
