@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 )
 
@@ -103,6 +106,11 @@ func watchGangs(tCtx ktesting.TContext) error {
 	tCtx.Cleanup(func() {
 		defer factory.Shutdown() // waits for the informer's goroutines (leak check)
 		defer cancel()
+		// This cleanup runs before scheduler_perf's own, which stops the
+		// scheduler and resets the metrics registry.
+		if err := writeBatchReport(tCtx.Name()); err != nil {
+			tCtx.Errorf("batching counters: %v", err)
+		}
 		r, err := w.report(tCtx)
 		if err != nil {
 			tCtx.Errorf("gang check: %v", err)
@@ -202,6 +210,59 @@ func contender(workload string) string {
 	}
 	tc := parts[len(parts)-2]
 	return tc[strings.LastIndex(tc, "_")+1:]
+}
+
+// batchReport is the scheduler's opportunistic batching (KEP-5598) counters
+// over a whole workload, its unmeasured pods included: how many pods were
+// given the previous pod's node list as a hint and took it (hint_used),
+// were given one and chose another node (hint_not_used), or got none
+// (no_hint: no usable batch, for example because a plugin refused to sign
+// the pod or the previous pod had another signature), and why the kept
+// node list was dropped. scheduler_perf collects histograms only, so the
+// check reads these counters itself. TestReport puts them in a table.
+type batchReport struct {
+	Workload string             `json:"workload"`
+	Attempts map[string]float64 `json:"attempts"` // scheduler_batch_attempts_total by result
+	Flushes  map[string]float64 `json:"flushes"`  // scheduler_batch_cache_flushed_total by reason
+}
+
+// writeBatchReport reads the batching counters of the scheduler's one
+// profile from the metrics registry, which the scheduler in this process
+// writes to, and writes them as batch-<workload>-<time>.json.
+func writeBatchReport(workload string) error {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return err
+	}
+	r := batchReport{
+		Workload: workload,
+		Attempts: counterValues(families, "scheduler_batch_attempts_total", "result"),
+		Flushes:  counterValues(families, "scheduler_batch_cache_flushed_total", "reason"),
+	}
+	return writeDataFile("batch", workload, r)
+}
+
+// counterValues is a counter of the default-scheduler profile by one label;
+// empty, not an error, when nothing counted it (a counter vector appears
+// only once a value was added).
+func counterValues(families []*dto.MetricFamily, name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !testutil.LabelsMatch(m, map[string]string{"profile": "default-scheduler"}) || m.GetCounter() == nil {
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label {
+					out[lp.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
 
 // writeGangReport writes r next to scheduler_perf's data items

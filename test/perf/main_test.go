@@ -126,6 +126,9 @@ func render(dir string) (string, error) {
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-noagstatus-%d.yaml", n)), withoutAGStatus(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-batching-%d.yaml", n)), withoutSpreadDefaults(schedulerConfig(n, true))); err != nil {
+			return "", err
+		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("vc-%d.yaml", n)), virtualCluster("perf", n)); err != nil {
 			return "", err
 		}
@@ -136,6 +139,9 @@ func render(dir string) (string, error) {
 	// (TopologyAwareWorkloadScheduling) to the default plugins, which is
 	// what a 1.37 user who turns the gates on gets.
 	if err := writeYAML(filepath.Join(dir, "default.yaml"), defaultConfig()); err != nil {
+		return "", err
+	}
+	if err := writeYAML(filepath.Join(dir, "default-batching.yaml"), withoutSpreadDefaults(defaultConfig())); err != nil {
 		return "", err
 	}
 	funcs := template.FuncMap{
@@ -160,8 +166,17 @@ func render(dir string) (string, error) {
 		// a node on every full rack for 4 x 8 GPU gangs (a pod takes a whole
 		// node, and a gang stays within a rack).
 		"Gangs": []gang{{Size: 8, GPUs: 1, PodsPerNode10: 40}, {Size: 4, GPUs: 8, FullRacks: true}},
+		// The default profile on the PlainPods workload, with opportunistic
+		// batching (on by default in 1.37) and without: what batching is
+		// worth there, beside what the HiveSched profile gets.
+		"PlainContenders": []plainContender{{Name: "Default", Label: "default"}, {Name: "DefaultNoBatching", Label: "default-nobatching", NoBatching: true}},
 	})
 	return out, err
+}
+
+type plainContender struct {
+	Name, Label string
+	NoBatching  bool
 }
 
 type gang struct {
@@ -211,6 +226,23 @@ func defaultConfig() map[string]any {
 		"kind":       "KubeSchedulerConfiguration",
 		"profiles":   []any{map[string]any{"schedulerName": "default-scheduler", "pluginConfig": []any{}}},
 	}
+}
+
+// withoutSpreadDefaults gives PodTopologySpread no default constraints
+// (defaultingType List, none listed), as upstream's own batching benchmark
+// does (scheduler_perf/batching/scheduler-config-no-topology.yaml). With the
+// system defaults PodTopologySpread refuses to sign every pod ("pods with
+// default topology constraints are not signable"), which turns opportunistic
+// batching off for every pod whatever the other plugins do, so the PlainPods
+// workload, which measures whether HiveSched keeps batching on, needs this
+// in both profiles.
+func withoutSpreadDefaults(cfg map[string]any) map[string]any {
+	profile := cfg["profiles"].([]any)[0].(map[string]any)
+	profile["pluginConfig"] = append(profile["pluginConfig"].([]any), map[string]any{
+		"name": "PodTopologySpread",
+		"args": map[string]any{"defaultingType": "List", "defaultConstraints": []any{}},
+	})
+	return cfg
 }
 
 // schedulerConfig is the HiveSched profile (as manifests/scheduler/ enables
