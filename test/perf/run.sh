@@ -26,7 +26,11 @@ mkdir -p "$OUT"
 # local cluster's. It is built in a module of its own, whatever this module's
 # go.sum holds; an etcd of another version (left by an earlier checkout) is
 # rebuilt.
-if [[ -x $LOCAL_BIN/etcd ]] && ! "$LOCAL_BIN/etcd" --version 2>/dev/null | grep -qx "etcd Version: ${ETCD_VERSION#v}"; then
+# (The output is read whole first: grep -q closing the pipe early can kill
+# etcd with SIGPIPE, which pipefail would count as a mismatch.)
+have=
+[[ ! -x $LOCAL_BIN/etcd ]] || have=$("$LOCAL_BIN/etcd" --version 2>/dev/null || true)
+if [[ -x $LOCAL_BIN/etcd && $have != *"etcd Version: ${ETCD_VERSION#v}"* ]]; then
   echo "$LOCAL_BIN/etcd is not etcd $ETCD_VERSION: rebuilding it"
   rm -f "$LOCAL_BIN/etcd"
 fi
