@@ -161,7 +161,7 @@ up:
 down:
 	bash hack/local-down.sh $(DOWN_FLAGS)
 
-## bench: scheduler_perf throughput of HiveSched vs the default profile and Coscheduling
+## bench: scheduler_perf throughput of HiveSched vs the default profile and the in-tree GangScheduling and TopologyAware plugins
 ## (test/perf; BENCH_NODES=5000 for the large variants, BENCH_FILTER a regexp on
 ## the test cases, BENCH_COUNT runs each, BENCH_PROFILE=1 a CPU profile,
 ## BENCH_CORE=0 skips the cell core's benchmarks; table in _output/perf/results-<n>.md)

@@ -14,16 +14,20 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 )
 
 // gangLabel names a pod's gang in every gang template, whatever the
-// contender (HiveSched's affinity group, Coscheduling's PodGroup, or none for
-// the default profile), so that one check covers them all.
+// contender (HiveSched's affinity group, a Workload API PodGroup for
+// HiveSchedWorkloadAPI, GangScheduling and TopologyAware, or none for the
+// default profile), so that one check covers them all.
 const gangLabel = "perf.hivesched.io/gang"
 
 // gangSizeLabel is the number of members of the pod's gang.
@@ -102,6 +106,11 @@ func watchGangs(tCtx ktesting.TContext) error {
 	tCtx.Cleanup(func() {
 		defer factory.Shutdown() // waits for the informer's goroutines (leak check)
 		defer cancel()
+		// This cleanup runs before scheduler_perf's own, which stops the
+		// scheduler and resets the metrics registry.
+		if err := writeBatchReport(tCtx.Name()); err != nil {
+			tCtx.Errorf("batching counters: %v", err)
+		}
 		r, err := w.report(tCtx)
 		if err != nil {
 			tCtx.Errorf("gang check: %v", err)
@@ -203,20 +212,79 @@ func contender(workload string) string {
 	return tc[strings.LastIndex(tc, "_")+1:]
 }
 
+// batchReport is the scheduler's opportunistic batching (KEP-5598) counters
+// over a whole workload, its unmeasured pods included: how many pods were
+// given the previous pod's node list as a hint and took it (hint_used),
+// were given one and chose another node (hint_not_used), or got none
+// (no_hint: no usable batch, for example because a plugin refused to sign
+// the pod or the previous pod had another signature), and why the kept
+// node list was dropped. scheduler_perf collects histograms only, so the
+// check reads these counters itself. TestReport puts them in a table.
+type batchReport struct {
+	Workload string             `json:"workload"`
+	Attempts map[string]float64 `json:"attempts"` // scheduler_batch_attempts_total by result
+	Flushes  map[string]float64 `json:"flushes"`  // scheduler_batch_cache_flushed_total by reason
+}
+
+// writeBatchReport reads the batching counters of the scheduler's one
+// profile from the metrics registry, which the scheduler in this process
+// writes to, and writes them as batch-<workload>-<time>.json.
+func writeBatchReport(workload string) error {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return err
+	}
+	r := batchReport{
+		Workload: workload,
+		Attempts: counterValues(families, "scheduler_batch_attempts_total", "result"),
+		Flushes:  counterValues(families, "scheduler_batch_cache_flushed_total", "reason"),
+	}
+	return writeDataFile("batch", workload, r)
+}
+
+// counterValues is a counter of the default-scheduler profile by one label;
+// empty, not an error, when nothing counted it (a counter vector appears
+// only once a value was added).
+func counterValues(families []*dto.MetricFamily, name, label string) map[string]float64 {
+	out := map[string]float64{}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !testutil.LabelsMatch(m, map[string]string{"profile": "default-scheduler"}) || m.GetCounter() == nil {
+				continue
+			}
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label {
+					out[lp.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
 // writeGangReport writes r next to scheduler_perf's data items
 // (-data-items-dir), where TestReport finds it.
 func writeGangReport(r gangReport) error {
+	return writeDataFile("gangs", r.Workload, r)
+}
+
+// writeDataFile writes v as JSON to <kind>-<workload>-<time>.json in
+// scheduler_perf's -data-items-dir (nothing without one). One file per run:
+// the bind spread moves a lot from run to run, and the table shows the
+// runs' range, not only the last one.
+func writeDataFile(kind, workload string, v any) error {
 	f := flag.Lookup("data-items-dir")
 	if f == nil || f.Value.String() == "" {
 		return nil
 	}
-	raw, err := json.Marshal(r)
+	raw, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	// One file per run: the bind spread moves a lot from run to run, and
-	// the table shows the runs' range, not only the last one.
-	name := fmt.Sprintf("gangs-%s-%d.json", strings.NewReplacer("/", "_").Replace(r.Workload), time.Now().UnixNano())
+	name := fmt.Sprintf("%s-%s-%d.json", kind, strings.NewReplacer("/", "_").Replace(workload), time.Now().UnixNano())
 	return os.WriteFile(filepath.Join(f.Value.String(), name), raw, 0o644)
 }
 
@@ -258,6 +326,7 @@ func TestContender(t *testing.T) {
 		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSched/500Nodes":        "HiveSched",
 		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSchedPreBind/500Nodes": "HiveSchedPreBind",
 		"BenchmarkPerfScheduling/Gangs4x8_5000Nodes_Default/5000Nodes":        "Default",
+		"BenchmarkPerfScheduling/Gangs4x8_500Nodes_TopologyAware/500Nodes":    "TopologyAware",
 	} {
 		if got := contender(in); got != want {
 			t.Errorf("contender(%q) = %q, want %q", in, got, want)

@@ -1,7 +1,10 @@
 // Package perf runs scheduling-throughput benchmarks for the HiveSched plugin
 // on Kubernetes' own scheduler_perf harness
 // (k8s.io/kubernetes/test/integration/scheduler_perf), against the default
-// profile and, for gangs, the Coscheduling plugin of sigs.k8s.io/scheduler-plugins.
+// profile and, for gangs, the in-tree GangScheduling and TopologyAware
+// plugins of Kubernetes 1.37 (Workload API pod groups, feature gates
+// GenericWorkload and TopologyAwareWorkloadScheduling, set per test case in
+// the workload file).
 //
 // TestMain renders, into a temporary directory, the scheduler configurations
 // (HiveSched's physical cluster must name its nodes, so there is one per node
@@ -18,10 +21,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
-	"strings"
 	"testing"
 	"text/template"
 	"time"
@@ -37,15 +37,14 @@ import (
 	"k8s.io/client-go/rest"
 	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/component-base/metrics/legacyregistry"
+	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedperf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"sigs.k8s.io/yaml"
 
 	hsconfig "github.com/hivesched/hivesched/apis/config"
-	// Both register their plugin Args in the kube-scheduler config scheme.
+	// Registers HiveSchedArgs in the kube-scheduler config scheme.
 	_ "github.com/hivesched/hivesched/apis/config/scheme"
-	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
-	"sigs.k8s.io/scheduler-plugins/pkg/coscheduling"
 
 	"github.com/hivesched/hivesched/plugins/hivesched"
 )
@@ -80,9 +79,11 @@ func TestMain(m *testing.M) {
 }
 
 func BenchmarkPerfScheduling(b *testing.B) {
+	// GangScheduling, TopologyPlacementGenerator and PodGroupPodsCount are
+	// in-tree: the default registry has them, and the feature gates of a
+	// test case enable them in the default profile.
 	registry := frameworkruntime.Registry{
-		hivesched.Name:    withInspectPolling(withCRDs(hivesched.New, hiveCRDs()...)),
-		coscheduling.Name: collectOnStop(withCRDs(coscheduling.New, podGroupCRD())),
+		hivesched.Name: withInspectPolling(withCRDs(hivesched.New, hiveCRDs()...)),
 	}
 	schedperf.RunBenchmarkPerfScheduling(b, configFile, "hivesched", registry, schedperf.WithPrepareFn(watchGangs))
 }
@@ -97,19 +98,6 @@ func repoRoot() string {
 func hiveCRDs() []string {
 	return []string{filepath.Join(repoRoot(), "manifests", "crds", "hivesched.io_virtualclusters.yaml"),
 		filepath.Join(repoRoot(), "manifests", "crds", "hivesched.io_affinitygroups.yaml")}
-}
-
-// podGroupCRD is the PodGroup CRD shipped with the scheduler-plugins module
-// (found through the module cache, located next to the coscheduling package).
-func podGroupCRD() string {
-	if p := os.Getenv("PODGROUP_CRD"); p != "" {
-		return p
-	}
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
-	if err != nil {
-		return "sigs.k8s.io/scheduler-plugins module directory not found: " + err.Error()
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), "manifests", "coscheduling", "crd.yaml")
 }
 
 // render writes the scheduler configurations, VC objects and the workload
@@ -138,18 +126,22 @@ func render(dir string) (string, error) {
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-noagstatus-%d.yaml", n)), withoutAGStatus(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-batching-%d.yaml", n)), withoutSpreadDefaults(schedulerConfig(n, true))); err != nil {
+			return "", err
+		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("vc-%d.yaml", n)), virtualCluster("perf", n)); err != nil {
 			return "", err
 		}
 	}
-	if err := writeYAML(filepath.Join(dir, "default.yaml"), map[string]any{
-		"apiVersion": "kubescheduler.config.k8s.io/v1",
-		"kind":       "KubeSchedulerConfiguration",
-		"profiles":   []any{map[string]any{"schedulerName": "default-scheduler"}},
-	}); err != nil {
+	// The default profile. The GangScheduling and TopologyAware contenders
+	// use it too: the feature gates of their test cases add GangScheduling
+	// (GenericWorkload), TopologyPlacementGenerator and PodGroupPodsCount
+	// (TopologyAwareWorkloadScheduling) to the default plugins, which is
+	// what a 1.37 user who turns the gates on gets.
+	if err := writeYAML(filepath.Join(dir, "default.yaml"), defaultConfig()); err != nil {
 		return "", err
 	}
-	if err := writeYAML(filepath.Join(dir, "coscheduling.yaml"), coschedulingConfig()); err != nil {
+	if err := writeYAML(filepath.Join(dir, "default-batching.yaml"), withoutSpreadDefaults(defaultConfig())); err != nil {
 		return "", err
 	}
 	funcs := template.FuncMap{
@@ -174,8 +166,17 @@ func render(dir string) (string, error) {
 		// a node on every full rack for 4 x 8 GPU gangs (a pod takes a whole
 		// node, and a gang stays within a rack).
 		"Gangs": []gang{{Size: 8, GPUs: 1, PodsPerNode10: 40}, {Size: 4, GPUs: 8, FullRacks: true}},
+		// The default profile on the PlainPods workload, with opportunistic
+		// batching (on by default in 1.37) and without: what batching is
+		// worth there, beside what the HiveSched profile gets.
+		"PlainContenders": []plainContender{{Name: "Default", Label: "default"}, {Name: "DefaultNoBatching", Label: "default-nobatching", NoBatching: true}},
 	})
 	return out, err
+}
+
+type plainContender struct {
+	Name, Label string
+	NoBatching  bool
 }
 
 type gang struct {
@@ -218,6 +219,32 @@ func physicalCluster(n int) map[string]any {
 	}
 }
 
+// defaultConfig is kube-scheduler's default profile.
+func defaultConfig() map[string]any {
+	return map[string]any{
+		"apiVersion": "kubescheduler.config.k8s.io/v1",
+		"kind":       "KubeSchedulerConfiguration",
+		"profiles":   []any{map[string]any{"schedulerName": "default-scheduler", "pluginConfig": []any{}}},
+	}
+}
+
+// withoutSpreadDefaults gives PodTopologySpread no default constraints
+// (defaultingType List, none listed), as upstream's own batching benchmark
+// does (scheduler_perf/batching/scheduler-config-no-topology.yaml). With the
+// system defaults PodTopologySpread refuses to sign every pod ("pods with
+// default topology constraints are not signable"), which turns opportunistic
+// batching off for every pod whatever the other plugins do, so the PlainPods
+// workload, which measures whether HiveSched keeps batching on, needs this
+// in both profiles.
+func withoutSpreadDefaults(cfg map[string]any) map[string]any {
+	profile := cfg["profiles"].([]any)[0].(map[string]any)
+	profile["pluginConfig"] = append(profile["pluginConfig"].([]any), map[string]any{
+		"name": "PodTopologySpread",
+		"args": map[string]any{"defaultingType": "List", "defaultConstraints": []any{}},
+	})
+	return cfg
+}
+
 // schedulerConfig is the HiveSched profile (as manifests/scheduler/ enables
 // it) as the default-scheduler profile, for a cluster of n nodes. Without
 // bindFirst, HiveSched is left out of the bind extension point, so
@@ -229,6 +256,13 @@ func schedulerConfig(n int, bindFirst bool) map[string]any {
 		"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
 		"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
 		"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+		// As manifests/scheduler, for Workload API pod groups (feature gate
+		// GenericWorkload; the HiveSchedWorkloadAPI contender): HiveSched
+		// preempts whole gangs for them too, and gives its gangs their one
+		// placement (only the first placement generator of a profile runs).
+		// Without the gates these extension points are never called.
+		"podGroupPostFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+		"placementGenerate":  map[string]any{"disabled": []any{map[string]any{"name": "TopologyPlacementGenerator"}}},
 	}
 	if bindFirst {
 		plugins["bind"] = map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}}
@@ -327,27 +361,6 @@ func pollInspect(ctx context.Context, addr string) {
 	}
 }
 
-// coschedulingConfig enables Coscheduling at every extension point it
-// implements (multiPoint) and as the only QueueSort plugin, keeping the other
-// default plugins (DefaultPreemption included, as scheduler-plugins' sample
-// configuration does).
-func coschedulingConfig() map[string]any {
-	return map[string]any{
-		"apiVersion": "kubescheduler.config.k8s.io/v1",
-		"kind":       "KubeSchedulerConfiguration",
-		"profiles": []any{map[string]any{
-			"schedulerName": "default-scheduler",
-			"plugins": map[string]any{
-				"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": coscheduling.Name}}},
-				"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": coscheduling.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
-			},
-			"pluginConfig": []any{map[string]any{"name": coscheduling.Name, "args": map[string]any{
-				"permitWaitingTimeSeconds": 60,
-			}}},
-		}},
-	}
-}
-
 // virtualCluster is a VC of all n V100 nodes open to every namespace: the
 // racks (chain V100-RACK) and the left-over top-level nodes (chain V100-NODE;
 // a VC's cells are counted per chain).
@@ -373,7 +386,7 @@ func virtualCluster(name string, n int) map[string]any {
 // scheduler_perf starts the scheduler (and so runs the plugin factories)
 // before a workload's first op, on a fresh API server, so a createAny op of
 // the CRD would come too late: HiveSched lists VirtualClusters in New to
-// recover allocations, and Coscheduling syncs a PodGroup cache.
+// recover allocations.
 func withCRDs(factory frameworkruntime.PluginFactory, crdFiles ...string) frameworkruntime.PluginFactory {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		for _, f := range crdFiles {
@@ -381,25 +394,6 @@ func withCRDs(factory frameworkruntime.PluginFactory, crdFiles ...string) framew
 				return nil, fmt.Errorf("installing CRD %s: %w", f, err)
 			}
 		}
-		return factory(ctx, obj, h)
-	}
-}
-
-// collectOnStop works around goroutines Coscheduling never stops: its
-// PodGroupManager keeps github.com/patrickmn/go-cache caches whose janitor
-// goroutines end only when the cache is garbage collected (a finalizer).
-// scheduler_perf checks each workload for leaked goroutines once the
-// scheduler stopped, so force a few collections after the scheduler's
-// context ends.
-func collectOnStop(factory frameworkruntime.PluginFactory) frameworkruntime.PluginFactory {
-	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		go func() {
-			<-ctx.Done()
-			for i := 0; i < 8; i++ {
-				time.Sleep(250 * time.Millisecond)
-				goruntime.GC()
-			}
-		}()
 		return factory(ctx, obj, h)
 	}
 }

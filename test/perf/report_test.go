@@ -37,6 +37,13 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := renderReport(results, gangs)
+	batches, err := readBatchReports(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batches) > 0 {
+		md += "\n" + renderBatchReport(batches)
+	}
 	if f := os.Getenv("HIVESCHED_CORE_BENCH"); f != "" {
 		core, err := renderCoreBench(f)
 		if err != nil {
@@ -185,6 +192,81 @@ func readGangReports(dir string) (map[string][]gangReport, error) {
 	return out, nil
 }
 
+// readBatchReports reads the batch-*.json files watchGangs wrote (one per
+// run), keyed by test case name, in the order the runs ended.
+func readBatchReports(dir string) (map[string][]batchReport, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "batch-*.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	out := map[string][]batchReport{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var r batchReport
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("%s: %v", f, err)
+		}
+		if parts := strings.Split(r.Workload, "/"); len(parts) >= 2 {
+			out[parts[1]] = append(out[parts[1]], r)
+		}
+	}
+	return out, nil
+}
+
+// renderBatchReport is the opportunistic batching table: per test case,
+// the last run's counters (the runs of a case count alike), and why the
+// kept node list was dropped, most frequent first.
+func renderBatchReport(batches map[string][]batchReport) string {
+	var cases []string
+	for c := range batches {
+		cases = append(cases, c)
+	}
+	sort.Strings(cases)
+	var b strings.Builder
+	b.WriteString("Opportunistic batching (`scheduler_batch_attempts_total` and `scheduler_batch_cache_flushed_total` over the whole workload, last run):\n\n")
+	b.WriteString("| test case | runs | hint used | hint not used | no hint | node list dropped (reason: count) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---|\n")
+	for _, c := range cases {
+		runs := batches[c]
+		last := runs[len(runs)-1]
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %s |\n", c, len(runs),
+			last.Attempts["hint_used"], last.Attempts["hint_not_used"], last.Attempts["no_hint"], flushReasons(last.Flushes))
+	}
+	return b.String()
+}
+
+// flushReasons renders counts by reason, largest first ("-" for none).
+func flushReasons(m map[string]float64) string {
+	type kv struct {
+		k string
+		v float64
+	}
+	var kvs []kv
+	for k, v := range m {
+		if v > 0 {
+			kvs = append(kvs, kv{k, v})
+		}
+	}
+	if len(kvs) == 0 {
+		return "-"
+	}
+	slices.SortFunc(kvs, func(a, b kv) int {
+		if c := cmp.Compare(b.v, a.v); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.k, b.k)
+	})
+	parts := make([]string, len(kvs))
+	for i, x := range kvs {
+		parts[i] = fmt.Sprintf("%s: %.0f", x.k, x.v)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // gangColumns renders the gang check of a case's runs: the counts of the
 // last run (every run was checked, and a partly bound gang fails it), and
 // the bind spread's p50 and p99 of the median run by p99, with the lowest
@@ -225,8 +307,8 @@ func renderReport(results map[string]*result, gangs map[string][]gangReport) str
 		return fmt.Sprintf("%.1f", v)
 	}
 	var b strings.Builder
-	b.WriteString("| workload | contender | runs | throughput avg (pods/s) | p50 | p90 | p99 | ours / contender (avg) | scheduling latency p50 / p90 / p99 (ms) | attempt p50 / p90 / p99 (ms) | gangs whole / partly bound / unbound | gang bind spread p50 / p99 (ms), median run (p99 range) |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---|---|---|---|\n")
+	b.WriteString("| workload | contender | runs | throughput avg (pods/s) | p50 | p90 | p99 | HiveSched / row (avg) | HiveSchedWorkloadAPI / row (avg) | scheduling latency p50 / p90 / p99 (ms) | attempt p50 / p90 / p99 (ms) | gangs whole / partly bound / unbound | gang bind spread p50 / p99 (ms), median run (p99 range) |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|\n")
 	for _, w := range workloads {
 		rs := byWorkload[w]
 		sort.Slice(rs, func(i, j int) bool {
@@ -235,23 +317,28 @@ func renderReport(results map[string]*result, gangs map[string][]gangReport) str
 			}
 			return rs[i].contender < rs[j].contender
 		})
-		var ours float64
+		// The two HiveSched forms the other rows are compared with: native
+		// gangs and Workload API pod groups.
+		ours := map[string]float64{}
 		for _, r := range rs {
-			if m := r.median(); r.contender == "HiveSched" && m.throughput != nil {
-				ours = m.throughput["Average"]
+			if m := r.median(); (r.contender == "HiveSched" || r.contender == "HiveSchedWorkloadAPI") && m.throughput != nil {
+				ours[r.contender] = m.throughput["Average"]
 			}
+		}
+		ratio := func(of string, r *result) string {
+			m := r.median()
+			if r.contender == of || ours[of] == 0 || m.throughput == nil || m.throughput["Average"] <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f", ours[of]/m.throughput["Average"])
 		}
 		for _, r := range rs {
 			m := r.median()
-			ratio := "-"
-			if r.contender != "HiveSched" && ours > 0 && m.throughput != nil && m.throughput["Average"] > 0 {
-				ratio = fmt.Sprintf("%.2f", ours/m.throughput["Average"])
-			}
 			gangCols := gangColumns(gangs[w+"_"+r.contender])
-			fmt.Fprintf(&b, "| %s | %s | %d | %s%s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s |\n",
+			fmt.Fprintf(&b, "| %s | %s | %d | %s%s | %s | %s | %s | %s | %s | %s / %s / %s | %s / %s / %s | %s |\n",
 				w, r.contender, len(r.runs),
 				f(m.throughput, "Average"), r.spread(), f(m.throughput, "Perc50"), f(m.throughput, "Perc90"), f(m.throughput, "Perc99"),
-				ratio,
+				ratio("HiveSched", r), ratio("HiveSchedWorkloadAPI", r),
 				f(m.latency, "Perc50"), f(m.latency, "Perc90"), f(m.latency, "Perc99"),
 				f(m.attempt, "Perc50"), f(m.attempt, "Perc90"), f(m.attempt, "Perc99"),
 				gangCols)
@@ -340,6 +427,25 @@ func TestGangColumns(t *testing.T) {
 	} {
 		if got := gangColumns(tc.runs); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestBatchTable(t *testing.T) {
+	runs := map[string][]batchReport{
+		"PlainPods_500Nodes_HiveSched": {
+			{Attempts: map[string]float64{"hint_used": 1}},
+			{Attempts: map[string]float64{"hint_used": 2900, "no_hint": 100}, Flushes: map[string]float64{"expired": 3, "pod_skipped": 40, "empty_list": 0}},
+		},
+		"SingleJobs_500Nodes_HiveSched": {{}},
+	}
+	got := renderBatchReport(runs)
+	for _, want := range []string{
+		"| PlainPods_500Nodes_HiveSched | 2 | 2900 | 0 | 100 | pod_skipped: 40, expired: 3 |",
+		"| SingleJobs_500Nodes_HiveSched | 1 | 0 | 0 | 0 | - |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("batch table lacks %q:\n%s", want, got)
 		}
 	}
 }

@@ -9,7 +9,7 @@
 # the log, BENCH_CORE=0 skips the cell core's benchmarks.
 #
 # It needs an etcd binary on PATH: _output/local/bin/etcd, built here the way
-# hack/local-up.sh does when it is missing.
+# hack/local-up.sh does when it is missing or of another version.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -22,6 +22,18 @@ COUNT=${BENCH_COUNT:-1}
 NICE=(nice -n 10)
 mkdir -p "$OUT"
 
+# ETCD_VERSION comes from hack/local-env.sh, so the benchmark's etcd is the
+# local cluster's. It is built in a module of its own, whatever this module's
+# go.sum holds; an etcd of another version (left by an earlier checkout) is
+# rebuilt.
+# (The output is read whole first: grep -q closing the pipe early can kill
+# etcd with SIGPIPE, which pipefail would count as a mismatch.)
+have=
+[[ ! -x $LOCAL_BIN/etcd ]] || have=$("$LOCAL_BIN/etcd" --version 2>/dev/null || true)
+if [[ -x $LOCAL_BIN/etcd && $have != *"etcd Version: ${ETCD_VERSION#v}"* ]]; then
+  echo "$LOCAL_BIN/etcd is not etcd $ETCD_VERSION: rebuilding it"
+  rm -f "$LOCAL_BIN/etcd"
+fi
 if [[ ! -x $LOCAL_BIN/etcd ]]; then
   echo "building etcd $ETCD_VERSION into $LOCAL_BIN"
   dir=$LOCAL_TOOLS/etcd
