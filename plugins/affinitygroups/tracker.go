@@ -48,8 +48,20 @@ type Tracker struct {
 
 	mu     sync.Mutex
 	groups map[string]*entry // by group name, namespace/name
-	kick   statuswriter.Kick
+	// perNamespace counts the entries of each namespace (at most
+	// MaxPerNamespace: one tenant's groups cannot fill the memory);
+	// capped logs the namespaces that hit the cap, once each.
+	perNamespace map[string]int
+	capped       map[string]bool
+	kick         statuswriter.Kick
+	// timeoutKick wakes the pending-timeout loop when a deadline is set.
+	timeoutKick statuswriter.Kick
 }
+
+// MaxPerNamespace bounds the groups the tracker follows per namespace. A
+// namespace's groups beyond it have no AffinityGroup lifecycle (and no
+// pending timeout); they are scheduled as any group is.
+const MaxPerNamespace = 2000
 
 // Members are the member pods of the groups (the group index).
 type Members interface {
@@ -90,7 +102,8 @@ type Config struct {
 func New(cfg Config) *Tracker {
 	return &Tracker{writes: cfg.Writes, client: cfg.Client, pods: cfg.Pods, core: cfg.Core, members: cfg.Members, vcs: cfg.VirtualClusters,
 		every: cfg.Every, retention: cfg.Retention, recovered: cfg.Recovered, timedOut: cfg.TimedOut,
-		groups: map[string]*entry{}, kick: statuswriter.NewKick()}
+		groups: map[string]*entry{}, perNamespace: map[string]int{}, capped: map[string]bool{},
+		kick: statuswriter.NewKick(), timeoutKick: statuswriter.NewKick()}
 }
 
 type entry struct {
@@ -117,6 +130,9 @@ type entry struct {
 
 	dirty     bool
 	lastWrite time.Time
+	// unwritable: the API server refused its object as Invalid; it is not
+	// tried again (the lifecycle still runs, in memory).
+	unwritable bool
 	// timeoutAt: when the group's pending timeout fires, while it is
 	// Accepted with nothing bound; the writer wakes for it, whatever the
 	// write interval.
@@ -129,16 +145,38 @@ func splitGroup(group string) (string, string) {
 	return ns, name
 }
 
-// entryLocked returns the group's entry, created New if missing.
+// entryLocked returns the group's entry, created New if missing; nil when
+// its namespace has MaxPerNamespace groups already.
 func (t *Tracker) entryLocked(group string) *entry {
 	e := t.groups[group]
 	if e == nil {
 		ns, name := splitGroup(group)
+		if t.perNamespace[ns] >= MaxPerNamespace {
+			if !t.capped[ns] {
+				t.capped[ns] = true
+				klog.Background().Info("namespace has the most affinity groups the scheduler follows; its further groups get no AffinityGroup lifecycle", "namespace", ns, "max", MaxPerNamespace)
+			}
+			return nil
+		}
 		e = &entry{namespace: ns, name: name, phase: hv1.AffinityGroupNew, succeeded: map[types.UID]bool{}, failedPods: map[types.UID]bool{},
 			members: map[types.UID]time.Time{}, seenAt: time.Now()}
 		t.groups[group] = e
+		t.perNamespace[ns]++
 	}
 	return e
+}
+
+// forgetLocked drops the group's entry.
+func (t *Tracker) forgetLocked(group string) {
+	e := t.groups[group]
+	if e == nil {
+		return
+	}
+	delete(t.groups, group)
+	if t.perNamespace[e.namespace]--; t.perNamespace[e.namespace] <= 0 {
+		delete(t.perNamespace, e.namespace)
+		delete(t.capped, e.namespace)
+	}
 }
 
 func (t *Tracker) changed(e *entry) {
@@ -165,6 +203,9 @@ func (t *Tracker) Seen(pod *v1.Pod, req *podrequest.Request) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entryLocked(req.Group.Name)
+	if e == nil {
+		return
+	}
 	if (terminalPhase(e.phase) || e.failReason != "") && !e.oldMember(pod) && pod.Spec.NodeName == "" {
 		e.restart()
 	}
@@ -261,7 +302,7 @@ func (t *Tracker) Waiting(group, reason, msg string, victims []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entryLocked(group)
-	if e.reason == reason && e.message == msg && equality.Semantic.DeepEqual(e.preempting, victims) {
+	if e == nil || e.reason == reason && e.message == msg && equality.Semantic.DeepEqual(e.preempting, victims) {
 		return
 	}
 	e.reason, e.message, e.preempting = reason, msg, victims
@@ -276,7 +317,7 @@ func (t *Tracker) Refuse(group, reason, msg string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.entryLocked(group)
-	if e.refused == msg && e.reason == reason {
+	if e == nil || e.refused == msg && e.reason == reason {
 		return
 	}
 	e.refused, e.reason, e.message = msg, reason, msg
@@ -335,12 +376,14 @@ func (t *Tracker) Object(ag *hv1.AffinityGroup, deleted bool) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	key := ag.Namespace + "/" + ag.Name
+	key := groupKey(ag)
 	if deleted {
 		if e := t.groups[key]; e != nil && e.obj != nil && e.obj.UID == ag.UID {
 			e.obj = nil
-			if terminalPhase(e.phase) {
-				delete(t.groups, key)
+			// Ended, or never had a pod (an explicit group deleted before
+			// any came): nothing of it is left to follow.
+			if terminalPhase(e.phase) || len(e.members) == 0 {
+				t.forgetLocked(key)
 			}
 		}
 		return
@@ -350,7 +393,9 @@ func (t *Tracker) Object(ag *hv1.AffinityGroup, deleted bool) {
 		if ag.Status.Phase == hv1.AffinityGroupExpired {
 			return // its lifecycle ended before this process
 		}
-		e = t.entryLocked(key)
+		if e = t.entryLocked(key); e == nil {
+			return
+		}
 		fromStatus(e, ag) // a restarted scheduler continues the lifecycle
 	}
 	if e.obj != nil && e.obj.UID == ag.UID && e.obj.ResourceVersion == ag.ResourceVersion {
@@ -387,6 +432,15 @@ func (t *Tracker) Object(ag *hv1.AffinityGroup, deleted bool) {
 		}
 	}
 	t.changed(e)
+}
+
+// groupKey is the group an AffinityGroup object is of: its name, or for
+// one the scheduler created under a mapped name (ObjectName), the original.
+func groupKey(ag *hv1.AffinityGroup) string {
+	if g := ag.Annotations[AnnotationGroupName]; g != "" && ag.Labels[hv1.LabelManagedBy] == hv1.ManagedByHivesched {
+		return ag.Namespace + "/" + g
+	}
+	return ag.Namespace + "/" + ag.Name
 }
 
 // fromStatus continues a lifecycle from an object's status (after a

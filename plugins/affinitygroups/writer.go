@@ -39,9 +39,53 @@ func NewClient(kc *rest.Config) (versioned.Interface, error) {
 // (pending timeout, expiry).
 func (t *Tracker) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("affinitygroups")
+	go t.runTimeouts(ctx, logger)
 	statuswriter.Run(ctx, t.every, t.kick, func(now time.Time, all bool) time.Time {
 		return t.write(ctx, logger, now, all)
 	})
+}
+
+// runTimeouts decides pending timeouts on their own timer, at each group's
+// deadline: the writer's pace (its rate-limited writes, shared by every
+// tenant) never delays one. The status is written later, by the writer.
+func (t *Tracker) runTimeouts(ctx context.Context, logger klog.Logger) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		var due []item
+		var next time.Time
+		if t.recovered() {
+			t.mu.Lock()
+			for k, e := range t.groups {
+				switch at := e.timeoutAt; {
+				case at.IsZero():
+				case !now.Before(at):
+					due = append(due, item{k, e})
+				case next.IsZero() || at.Before(next):
+					next = at
+				}
+			}
+			t.mu.Unlock()
+		}
+		for _, d := range due {
+			t.advance(ctx, logger, d.key, d.e, now, false)
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = time.Until(next)
+		}
+		if !t.recovered() {
+			wait = time.Second // nothing is decided before this process holds the allocations
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.timeoutKick:
+		case <-timer.C:
+		}
+	}
 }
 
 // settleGone asks the API server how the bound pods that left the informer
@@ -90,12 +134,6 @@ func (t *Tracker) write(ctx context.Context, logger klog.Logger, now time.Time, 
 	var work []item
 	var next time.Time
 	for k, e := range t.groups {
-		if !e.timeoutAt.IsZero() && !now.Before(e.timeoutAt) {
-			// Its pending timeout is due: decided now, not at the next
-			// interval (the status write itself stays rate limited).
-			work = append(work, item{k, e})
-			continue
-		}
 		if !e.dirty && !all {
 			continue
 		}
@@ -118,8 +156,7 @@ func (t *Tracker) write(ctx context.Context, logger klog.Logger, now time.Time, 
 		work = append(work, item{k, e})
 	}
 	t.mu.Unlock()
-	sort.Slice(work, func(i, j int) bool { return work[i].key < work[j].key })
-	for _, w := range work {
+	for _, w := range fairOrder(work, now) {
 		due, err := t.sync(ctx, logger, w.key, w.e, now)
 		if err != nil {
 			logger.V(2).Info("writing affinity group", "group", w.key, "err", err)
@@ -129,21 +166,69 @@ func (t *Tracker) write(ctx context.Context, logger klog.Logger, now time.Time, 
 			next = due
 		}
 	}
-	// Wake for the next pending timeout (sync above may have set one).
-	t.mu.Lock()
-	for _, e := range t.groups {
-		if at := e.timeoutAt; !at.IsZero() && (next.IsZero() || at.Before(next)) {
-			next = at
+	return next
+}
+
+// fairOrder orders a pass's work by taking one group of each namespace in
+// turn (groups by name within a namespace; the namespaces' order rotates
+// from pass to pass): the writer's rate-limited writes are shared by the
+// tenants, not taken by whichever namespace sorts first or has most groups.
+func fairOrder(work []item, now time.Time) []item {
+	byNS := map[string][]item{}
+	var namespaces []string
+	for _, w := range work {
+		if _, ok := byNS[w.e.namespace]; !ok {
+			namespaces = append(namespaces, w.e.namespace)
+		}
+		byNS[w.e.namespace] = append(byNS[w.e.namespace], w)
+	}
+	sort.Strings(namespaces)
+	if n := len(namespaces); n > 1 {
+		r := int(now.Unix() % int64(n))
+		namespaces = append(namespaces[r:], namespaces[:r]...)
+	}
+	for _, ns := range namespaces {
+		sort.Slice(byNS[ns], func(i, j int) bool { return byNS[ns][i].key < byNS[ns][j].key })
+	}
+	out := make([]item, 0, len(work))
+	for i := 0; len(out) < len(work); i++ {
+		for _, ns := range namespaces {
+			if i < len(byNS[ns]) {
+				out = append(out, byNS[ns][i])
+			}
 		}
 	}
-	t.mu.Unlock()
-	return next
+	return out
 }
 
 // sync moves one group along the phase table and writes its object. It
 // returns when the group may be written next if the rate limit held it.
 func (t *Tracker) sync(ctx context.Context, logger klog.Logger, key string, e *entry, now time.Time) (time.Time, error) {
 	t.settleGone(ctx, e)
+	a, ok := t.advance(ctx, logger, key, e, now, true)
+	if !ok || !t.writes {
+		return time.Time{}, nil
+	}
+	return t.persist(ctx, key, e, a, now)
+}
+
+// advanced is what advance decided of a group, for persist to write.
+type advanced struct {
+	st       hv1.AffinityGroupStatus
+	obj      *hv1.AffinityGroup
+	spec     *hv1.AffinityGroupSpec
+	explicit bool
+	owner    *metav1.OwnerReference
+	last     time.Time
+	seenAt   time.Time
+	expire   bool
+}
+
+// advance moves one group along the phase table: its pending timeout, its
+// phase, its status. It writes nothing. With mayExpire (the writer's
+// passes) a group past its retention expires and leaves the tracker; its
+// object, if the scheduler created it, is deleted by persist.
+func (t *Tracker) advance(ctx context.Context, logger klog.Logger, key string, e *entry, now time.Time, mayExpire bool) (advanced, bool) {
 	coreSt, inCore := t.core.AffinityGroupStatus(key)
 	pods := t.members.Pods(key)
 	var timedOut []*v1.Pod
@@ -151,12 +236,12 @@ func (t *Tracker) sync(ctx context.Context, logger klog.Logger, key string, e *e
 	t.mu.Lock()
 	if t.groups[key] != e {
 		t.mu.Unlock()
-		return time.Time{}, nil
+		return advanced{}, false
 	}
 	e.dirty = len(e.unsure) > 0 // still to be asked
 	if e.spec == nil {
 		t.mu.Unlock()
-		return time.Time{}, nil // nothing known of it yet but a name
+		return advanced{}, false // nothing known of it yet but a name
 	}
 	if e.emptied && len(pods) == 0 && len(e.unsure) == 0 && len(e.succeeded) == 0 && !terminalPhase(e.phase) {
 		e.fail("PodsDeleted", "every member pod was deleted before the group finished")
@@ -205,38 +290,45 @@ func (t *Tracker) sync(ctx context.Context, logger klog.Logger, key string, e *e
 	// A group that timed out pending keeps refusing its pods until they
 	// are gone: it does not expire before.
 	keep := e.failReason == "PendingTimeout" && len(pods) > 0
-	if terminalPhase(phase) && phase != hv1.AffinityGroupExpired && now.Sub(e.finished) >= t.retention && !keep {
+	if mayExpire && terminalPhase(phase) && phase != hv1.AffinityGroupExpired && now.Sub(e.finished) >= t.retention && !keep {
 		if to, err := NextPhase(key, phase, PhaseExpire); err == nil {
 			phase, expire = to, true
 		}
 	}
 	e.phase = phase
+	old := e.timeoutAt
 	e.timeoutAt = time.Time{}
 	if phase == hv1.AffinityGroupAccepted && e.failReason == "" && obs.bound == 0 && !placed && !e.admitted.IsZero() {
 		if to := t.pendingTimeout(e); to > 0 {
 			e.timeoutAt = e.admitted.Add(to)
 		}
 	}
-	st := agStatus(e, coreSt, inCore, pods, obs, running)
-	obj, spec, explicit, owner := e.obj, e.spec, e.explicit, e.owner
-	last, seenAt := e.lastWrite, e.seenAt
+	if !e.timeoutAt.IsZero() && !e.timeoutAt.Equal(old) {
+		t.timeoutKick.Announce()
+	}
+	if len(timedOut) > 0 || expire {
+		e.dirty = true // the writer writes (or deletes) what the timer decided
+		t.kick.Announce()
+	}
+	a := advanced{st: agStatus(e, coreSt, inCore, pods, obs, running), obj: e.obj, spec: e.spec, explicit: e.explicit, owner: e.owner,
+		last: e.lastWrite, seenAt: e.seenAt, expire: expire}
+	if expire {
+		t.forgetLocked(key)
+	}
 	t.mu.Unlock()
 
 	if len(timedOut) > 0 {
 		t.timedOut(logger, key, timedOut)
 	}
-	if !t.writes {
-		if expire {
-			t.mu.Lock()
-			delete(t.groups, key)
-			t.mu.Unlock()
-		}
-		return time.Time{}, nil
-	}
+	return a, true
+}
+
+// persist writes what advance decided: the group's object, created if
+// needed, and its status, at most once per interval; an expired group's
+// object, if the scheduler created it and nothing owns it, is deleted.
+func (t *Tracker) persist(ctx context.Context, key string, e *entry, a advanced, now time.Time) (time.Time, error) {
+	st, obj, spec, explicit, owner, last, seenAt, expire := a.st, a.obj, a.spec, a.explicit, a.owner, a.last, a.seenAt, a.expire
 	if expire {
-		t.mu.Lock()
-		delete(t.groups, key)
-		t.mu.Unlock()
 		if obj != nil && !explicit && len(obj.OwnerReferences) == 0 {
 			// Created by the scheduler and owned by nothing: nobody else
 			// would ever delete it. An owned one goes with its owner.
@@ -265,20 +357,42 @@ func (t *Tracker) sync(ctx context.Context, logger klog.Logger, key string, e *e
 			return due, nil
 		}
 	}
-	ns, name := splitGroup(key)
+	ns, group := splitGroup(key)
+	name := group
+	if obj != nil {
+		name = obj.Name
+	}
 	client := t.client.HiveschedV1alpha1().AffinityGroups(ns)
 	if obj == nil {
 		if explicit {
 			return time.Time{}, nil // the user deleted it: not recreated
 		}
+		t.mu.Lock()
+		unwritable := e.unwritable
+		t.mu.Unlock()
+		if unwritable {
+			return time.Time{}, nil
+		}
+		name = ObjectName(group)
 		created := &hv1.AffinityGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			Labels: map[string]string{hv1.LabelManagedBy: hv1.ManagedByHivesched}}, Spec: *spec}
+		if name != group {
+			created.Annotations = map[string]string{AnnotationGroupName: group}
+		}
 		if owner != nil {
 			created.OwnerReferences = []metav1.OwnerReference{*owner}
 		}
 		got, err := client.Create(ctx, created, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			got, err = client.Get(ctx, name, metav1.GetOptions{})
+		}
+		if apierrors.IsInvalid(err) {
+			// Retrying cannot help: the lifecycle goes on in memory.
+			t.mu.Lock()
+			e.unwritable = true
+			t.mu.Unlock()
+			klog.FromContext(ctx).Info("the API server refuses this group's AffinityGroup; it is not written", "group", key, "err", err)
+			return time.Time{}, nil
 		}
 		if err != nil {
 			t.markDirty(key, e)
