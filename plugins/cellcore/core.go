@@ -220,7 +220,7 @@ func (k *Core) Schedule(spec AffinityGroupSpec) (Decision, error) {
 	k.downgradedNow = k.downgradedNow[:0]
 	g := k.groups[spec.Name]
 	if g != nil && !g.spec.equal(&spec) {
-		return Decision{}, specError(fmt.Errorf("affinity group %q already exists with a different spec (pods of one group must agree on virtual cluster, priority, leaf cell type, pinned cell and members)", spec.Name))
+		return Decision{}, specError(fmt.Errorf("affinity group %q already exists with a different spec (pods of one group must agree on virtual cluster, priority, leaf cell type, pinned cell, topology constraint and members)", spec.Name))
 	}
 	if g == nil || g.state == AGPending {
 		if err := k.validateSpec(&spec); err != nil {
@@ -417,13 +417,23 @@ func (k *Core) placeGuaranteed(g *AffinityGroup) (bestPlan, bool) {
 	}
 	defer func() { s.rot = 0 }()
 	need := g.totalLeaves()
+	within := g.spec.WithinTopologyKey != ""
 	for _, ch := range k.candidateChains(&g.spec, g.vc) {
+		// A constrained group's placement stays under one cell of the
+		// keyed level: whole-group placements at or below it, spans inside
+		// one of its cells (within.go).
+		lmax := ch.top
+		if within {
+			if lmax = withinLevel(g, ch); lmax == 0 {
+				continue
+			}
+		}
 		p := k.poolFor(g, ch)
 		if p == nil || k.poolCannotHold(g, p, false) {
 			continue
 		}
 		if l0 := lowestLevel(ch, need); l0 > 0 {
-			for l := l0; l <= ch.top; l++ {
+			for l := l0; l <= lmax; l++ {
 				if s.inRoots(p.roots, l, need) {
 					return bestPlan{found: true, result: s.copyResult()}, true
 				}
@@ -441,7 +451,7 @@ func (k *Core) placeGuaranteed(g *AffinityGroup) (bestPlan, bool) {
 				}
 			}
 		}
-		if s.span(p) {
+		if within && s.spanWithin(p, lmax) || !within && s.span(p) {
 			return bestPlan{found: true, result: s.copyResult(), bound: append([]*Cell(nil), s.bound...)}, true
 		}
 	}
@@ -458,14 +468,21 @@ func (k *Core) placeWithPreemption(g *AffinityGroup) bestPlan {
 	s.preempt, s.maxCost = true, 2
 	defer func() { s.preempt = false }()
 	need := g.totalLeaves()
+	within := g.spec.WithinTopologyKey != ""
 	var best bestPlan
 	for _, ch := range k.candidateChains(&g.spec, g.vc) {
+		lmax := ch.top // as in placeGuaranteed: plans inside one keyed cell
+		if within {
+			if lmax = withinLevel(g, ch); lmax == 0 {
+				continue
+			}
+		}
 		p := k.poolFor(g, ch)
 		if p == nil || k.poolCannotHold(g, p, true) {
 			continue
 		}
 		if l0 := lowestLevel(ch, need); l0 > 0 {
-			for l := l0; l <= ch.top && !best.found; l++ {
+			for l := l0; l <= lmax && !best.found; l++ {
 				floor, ok := k.preemptFloor(g, p, ch, l, need)
 				best = k.scanPreempt(p, ch, l, need, floor, ok)
 				if ok && best.found && best.cost == floor && verifyPreemptFloor {
@@ -479,7 +496,7 @@ func (k *Core) placeWithPreemption(g *AffinityGroup) bestPlan {
 		if best.found {
 			return best
 		}
-		if s.span(p) {
+		if within && s.spanWithin(p, lmax) || !within && s.span(p) {
 			best = bestPlan{found: true, result: s.copyResult(), bound: append([]*Cell(nil), s.bound...)}
 			return best
 		}
@@ -575,15 +592,28 @@ func (k *Core) placeOpportunistic(g *AffinityGroup) bool {
 	s.preempt = false
 	defer func() { s.freePoolOnly = false }()
 	need := g.totalLeaves()
+	within := g.spec.WithinTopologyKey != ""
 	for _, freeOnly := range []bool{true, false} {
 		s.freePoolOnly = freeOnly
 		for _, ch := range k.candidateChains(&g.spec, nil) {
+			lmax := ch.top
+			if within {
+				if lmax = withinLevel(g, ch); lmax == 0 {
+					continue
+				}
+			}
 			if l0 := lowestLevel(ch, need); l0 > 0 {
-				for l := l0; l <= ch.top; l++ {
+				for l := l0; l <= lmax; l++ {
 					if s.inRoots(ch.freePool.roots, l, need) || s.inRoots(ch.topIndex, l, need) {
 						return true
 					}
 				}
+			}
+			if within {
+				// The top cells' index reaches every keyed cell, and
+				// placeIn of one already places pod by pod over its nodes:
+				// no span beyond it.
+				continue
 			}
 			s.newAttempt()
 			ok := true
