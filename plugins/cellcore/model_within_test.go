@@ -2,8 +2,11 @@ package cellcore
 
 import (
 	"flag"
+	"fmt"
+	"math/rand"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,10 +36,7 @@ const (
 )
 
 func init() {
-	modelReportHook = func(t *testing.T) {
-		t.Logf("topology constraints: %d pending constrained groups checked by the oracle (keyedFits): %d fitted in the VC's bound cells of one keyed cell (%d over several nodes of one), %d in a whole keyed cell of an unbound virtual cell, %d such not counted (damaged free cells)",
-			keyedOracle.checked.Load(), keyedOracle.bound.Load(), keyedOracle.boundNodes.Load(), keyedOracle.unbound.Load(), keyedOracle.uncertain.Load())
-	}
+	modelReportHook = func(t *testing.T) { reportKeyedOracle(t, [5]int64{}) }
 	modelConfigHook = func(cfg *Config) {
 		for name, key := range map[string]string{"V100-RACK": rackKey, "V100-NODE": hostKey, "T4-NODE": hostKey, "V100-SOCKET": socketKey} {
 			t := cfg.CellTypes[name]
@@ -45,7 +45,11 @@ func init() {
 		}
 	}
 	modelSpecHook = func(m *modelRun, s *AffinityGroupSpec) {
-		if !*modelWithin || m.r.Intn(3) != 0 {
+		share := 1 // of three groups
+		if v, ok := withinShare.Load(m); ok {
+			share = v.(int)
+		}
+		if !*modelWithin || m.r.Intn(3) >= share {
 			return
 		}
 		s.WithinTopologyKey = m.pick([]string{rackKey, rackKey, rackKey, hostKey, hostKey, socketKey, zoneKey})
@@ -100,4 +104,75 @@ func checkWithinPods(m *modelRun, key string, pods []PodPlacement) {
 		}
 	}
 	m.stats["within-placed-checked"]++
+}
+
+// keyedOracleCounts reads keyedOracle's counters.
+func keyedOracleCounts() [5]int64 {
+	o := &keyedOracle
+	return [5]int64{o.checked.Load(), o.bound.Load(), o.boundNodes.Load(), o.unbound.Load(), o.uncertain.Load()}
+}
+
+// reportKeyedOracle logs keyedOracle's counts since since.
+func reportKeyedOracle(t *testing.T, since [5]int64) {
+	c := keyedOracleCounts()
+	for i := range c {
+		c[i] -= since[i]
+	}
+	t.Logf("topology constraints: %d checks of constrained groups by the oracle (keyedFits): %d fitted in the VC's bound cells of one keyed cell (%d over several nodes of one), %d in a whole keyed cell of an unbound virtual cell, %d such not counted (damaged free cells); every one that fitted was placed or preempted",
+		c[0], c[1], c[2], c[3], c[4])
+}
+
+// withinShare: runs (*modelRun) that draw more constrained groups than one
+// in three (TestModelRandomizedWithin).
+var withinShare sync.Map
+
+// TestModelRandomizedWithin is the model test on a cluster and VCs made
+// for topology constraints: four racks, VCs that reserve racks and nodes
+// side by side (so unbound racks, bound racks and nodes scattered over
+// racks all occur), and two groups in three constrained. It runs a quarter
+// of -model.ops (make soak: 250,000), in two seeds (harsh and mild
+// hardware faults). make core-decisions-compare does not run it.
+func TestModelRandomizedWithin(t *testing.T) {
+	if !*modelWithin {
+		t.Skip("-model.within=false")
+	}
+	const runs = 2
+	per := *modelOps / 4 / runs
+	since := keyedOracleCounts()
+	t.Cleanup(func() { reportKeyedOracle(t, since) })
+	for r := 0; r < runs; r++ {
+		seed := *modelSeed + 100 + int64(r)
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			m := newWithinModelRun(t, seed)
+			m.mild = r == 1
+			for i := 0; i < per; i++ {
+				m.step(i)
+			}
+			t.Logf("%d operations (mild hardware faults: %v): %v", per, m.mild, m.stats)
+		})
+	}
+}
+
+func newWithinModelRun(t *testing.T, seed int64) *modelRun {
+	m := &modelRun{t: t, r: rand.New(rand.NewSource(seed)), cfg: withinConfig(4, 4, 2),
+		vcs: map[string]VirtualClusterSpec{}, groups: map[string]AffinityGroupSpec{},
+		health: map[string]NodeHealth{}, devices: map[string]NodeDevices{}, stats: map[string]int{}}
+	withinShare.Store(m, 2)
+	t.Cleanup(func() { withinShare.Delete(m) })
+	m.cfg.PhysicalCells[3].CellChildren[3].PinnedCellID = "pin-1" // randomSpec pins vc3's groups there
+	m.k = newHealthyCore(t, m.cfg)
+	for n := range m.k.nodes {
+		m.health[n] = NodeHealthy
+	}
+	for _, s := range []VirtualClusterSpec{
+		vcSpec("vc1", "V100-RACK", 1, "V100-NODE", 2),
+		vcSpec("vc2", "V100-NODE", 4, "V100-SOCKET", 2, "T4-NODE", 1),
+		{Name: "vc3", VirtualCells: []VirtualCellSpec{{CellType: "V100-RACK", CellNumber: 1}, {CellType: "T4-NODE", CellNumber: 1}}, PinnedCells: []PinnedCellSpec{{PinnedCellID: "pin-1"}}},
+	} {
+		_, err := m.k.SetVirtualCluster(s)
+		require.NoError(t, err)
+		m.vcs[s.Name] = s
+	}
+	return m
 }

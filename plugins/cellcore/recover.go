@@ -82,9 +82,9 @@ func (k *Core) RecoverAffinityGroup(spec AffinityGroupSpec, pods []RecoveredPod)
 	// A record that breaks the group's topology constraint is invalid like
 	// one that double-books: running it on would break the promise every
 	// placement keeps (and CheckInvariants checks).
-	if key := spec.WithinTopologyKey; key != "" {
-		if why := withinViolation(key, placement); why != "" {
-			return res, fmt.Errorf("affinity group %q: its pods break its topology constraint: %s", spec.Name, why)
+	if spec.WithinTopologyKey != "" {
+		if err := recoveredWithin(g, ch, placement); err != nil {
+			return res, err
 		}
 	}
 	// Map the placement onto the VC's virtual cells.

@@ -176,6 +176,20 @@ func withinViolation(key string, placement [][]*Cell) string {
 	return ""
 }
 
+// recoveredWithin refuses a recovered group whose record breaks its
+// topology constraint, or whose members could never all fit in one keyed
+// cell of the chain its pods run in (a late member could never join).
+func recoveredWithin(g *AffinityGroup, ch *chain, placement [][]*Cell) error {
+	key := g.spec.WithinTopologyKey
+	if why := withinViolation(key, placement); why != "" {
+		return fmt.Errorf("affinity group %q: its pods break its topology constraint: %s", g.spec.Name, why)
+	}
+	if l := ch.keyLevel(key); withinLevel(g, ch) == 0 {
+		return fmt.Errorf("affinity group %q: asks for %d leaf cells in total, which does not fit in one %s (%d leaf cells), the level withinTopologyKey %q names", g.spec.Name, g.totalLeaves(), ch.levelType[l], ch.leafCount[l], key)
+	}
+	return nil
+}
+
 // keyedChains keeps the chains a constrained group can use (withinLevel).
 func keyedChains(g *AffinityGroup, chains []*chain) []*chain {
 	out := make([]*chain, 0, len(chains))

@@ -433,6 +433,10 @@ func TestWithinRecovery(t *testing.T) {
 	require.ErrorContains(t, err, `chain V100-RACK has no level of withinTopologyKey "topology.kubernetes.io/zone"`)
 	require.Equal(t, before, fingerprint(k))
 
+	_, err = k.RecoverAffinityGroup(within(ag("g", "a", 0, 2, 8), hostKey), []RecoveredPod{rpod("p0", "r0-n0", 0, 1, 2, 3, 4, 5, 6, 7)})
+	require.EqualError(t, err, `affinity group "g": asks for 16 leaf cells in total, which does not fit in one V100-NODE (8 leaf cells), the level withinTopologyKey "kubernetes.io/hostname" names`)
+	require.Equal(t, before, fingerprint(k))
+
 	// Recovered with one of its two pods; the other arrives later and
 	// goes to the same node (hostname), though other nodes are emptier.
 	_, err = k.RecoverAffinityGroup(within(ag("g", "a", 0, 2, 2), hostKey), []RecoveredPod{rpod("p0", "r0-n1", 6, 7)})
