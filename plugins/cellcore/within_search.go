@@ -1,6 +1,9 @@
 package cellcore
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+)
 
 // The searches of a group with a topology constraint (within.go) where
 // they differ from the unconstrained ones: pod-by-pod spans, Spread and a
@@ -19,7 +22,6 @@ type keyedCand struct {
 // withinScratch is the constrained searches' reusable storage.
 type withinScratch struct {
 	cands []keyedCand
-	index map[*Cell]int
 	roots []*Cell // roots of the attempt in progress
 	list  []*Cell
 }
@@ -27,13 +29,14 @@ type withinScratch struct {
 // keyedOfRoots lists the keyed (level-wl) cells that hold roots of p below
 // wl, each with those roots in the pool's order (least free first). Roots
 // at or above wl are not listed: a search inside one of their level-wl
-// cells is a whole-group placement, which the level loops make.
+// cells is a whole-group placement, which the level loops make. A keyed
+// cell is found again by a mark (a fresh epoch, and its index as the
+// count), as cancelPreemptorsOf marks cells: the next search attempt's
+// epoch is newer, so the marks mean nothing to it.
 func (s *search) keyedOfRoots(p *pool, wl int) []keyedCand {
 	w := &s.within
-	if w.index == nil {
-		w.index = map[*Cell]int{}
-	}
-	clear(w.index)
+	s.k.epoch++
+	e := s.k.epoch
 	for i := range w.cands {
 		w.cands[i].roots = w.cands[i].roots[:0]
 	}
@@ -44,16 +47,15 @@ func (s *search) keyedOfRoots(p *pool, wl int) []keyedCand {
 				continue
 			}
 			kc := ancestorAt(r, wl)
-			i, ok := w.index[kc]
-			if !ok {
-				i = n
-				n++
-				w.index[kc] = i
-				if i == len(w.cands) {
+			if kc.markEpoch != e {
+				kc.markEpoch, kc.markCount = e, int32(n)
+				if n == len(w.cands) {
 					w.cands = append(w.cands, keyedCand{})
 				}
-				w.cands[i].cell = kc
+				w.cands[n].cell = kc
+				n++
 			}
+			i := kc.markCount
 			w.cands[i].roots = append(w.cands[i].roots, r)
 		}
 	}
@@ -105,7 +107,7 @@ func (s *search) spanWithin(p *pool, wl int) bool {
 			}
 		}
 	}
-	sort.SliceStable(cands, func(a, b int) bool { return cands[a].room < cands[b].room })
+	slices.SortStableFunc(cands, func(a, b keyedCand) int { return cmp.Compare(a.room, b.room) })
 	for i := range cands {
 		if cands[i].room >= need && s.spanIn(p, cands[i].cell, cands[i].roots, wl, bind) {
 			return true
@@ -114,7 +116,7 @@ func (s *search) spanWithin(p *pool, wl int) bool {
 	if !bind {
 		return false
 	}
-	for _, kc := range s.freshKeyed(p, wl, need) {
+	for _, kc := range s.freshKeyed(p, wl, need, cands) {
 		if s.spanIn(p, kc, nil, wl, true) {
 			return true
 		}
@@ -128,31 +130,32 @@ func (s *search) spanWithin(p *pool, wl int) bool {
 // keyed cell (a free cell at or above wl, smallest first, split along its
 // lowest-penalty children). It scans the free lists below wl: a linear
 // pass, made only for a constrained group no bound cell could take.
-func (s *search) freshKeyed(p *pool, wl int, need int32) []*Cell {
+func (s *search) freshKeyed(p *pool, wl int, need int32, seen []keyedCand) []*Cell {
 	ch := p.chain
 	w := &s.within
 	w.list = w.list[:0]
+	s.k.epoch++ // marks the keyed cells met (keyedOfRoots)
+	e := s.k.epoch
+	for i := range seen {
+		seen[i].cell.markEpoch = e
+	}
 	for l := 1; l < wl; l++ {
 		fl := ch.freeList[l]
 		for key := fl.next(0); key >= 0; key = fl.next(key + 1) {
 			for _, x := range fl.buckets[key] {
 				kc := ancestorAt(x, wl)
-				if _, seen := w.index[kc]; seen {
+				if kc.markEpoch == e {
 					continue
 				}
-				w.index[kc] = -1
-				room := kc.splitFree
-				if s.preempt {
-					room = kc.freeLeaves + kc.oppLeaves
-				}
-				if room >= need {
+				kc.markEpoch = e
+				if roomOf(kc, s.preempt) >= need {
 					w.list = append(w.list, kc)
 				}
 			}
 		}
 	}
-	list := w.list
-	sort.SliceStable(list, func(a, b int) bool { return roomOf(list[a], s.preempt) < roomOf(list[b], s.preempt) })
+	preempt := s.preempt
+	slices.SortStableFunc(w.list, func(a, b *Cell) int { return cmp.Compare(roomOf(a, preempt), roomOf(b, preempt)) })
 	for h := wl; h <= ch.top; h++ {
 		fl := ch.freeList[h]
 		if key := fl.next(0); key >= 0 && key <= ch.leafCount[h] {
