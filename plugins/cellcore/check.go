@@ -99,6 +99,11 @@ func (k *Core) CheckInvariants() error {
 		if g.vc != nil && k.vcs[g.spec.VirtualCluster] != g.vc {
 			fail("group %q refers to a virtual cluster %q that was removed", name, g.vc.name)
 		}
+		if key := g.spec.WithinTopologyKey; key != "" {
+			if why := withinViolation(key, g.placement); why != "" {
+				fail("group %q breaks its topology constraint: %s", name, why)
+			}
+		}
 		if g.livePods < 0 || g.livePods > len(g.slots) {
 			fail("group %q has %d live pods for %d slots", name, g.livePods, len(g.slots))
 		}

@@ -20,6 +20,13 @@ type CellTypeSpec struct {
 	ChildCellType   string `json:"childCellType"`
 	ChildCellNumber int32  `json:"childCellNumber"`
 	IsNodeLevel     bool   `json:"isNodeLevel,omitempty"`
+	// TopologyKey optionally names this type's level by a node label key
+	// (for example topology.kubernetes.io/rack): a group that asks for all
+	// its pods within one domain of that key is placed under one cell of
+	// this level (AffinityGroupSpec.WithinTopologyKey). The core treats it
+	// as an opaque string. Within one chain a key names at most one level;
+	// levels of several chains may share it.
+	TopologyKey string `json:"topologyKey,omitempty"`
 }
 
 // PhysicalCellSpec lists one physical cell. At node level CellAddress is the
@@ -49,6 +56,10 @@ type typeInfo struct {
 	leafCount   int32 // leaves under one cell of this type
 	isLeaf      bool
 	nodeBelowOk bool // the chain below this type (inclusive) has a node level
+	topologyKey string
+	// keyed: the type at or below this one (inclusive) that each topology
+	// key names, to find a key named twice in one chain.
+	keyed map[string]string
 }
 
 // resolveTypes validates the cell type forest: no cycle, known children,
@@ -109,7 +120,20 @@ func resolveTypes(types map[string]CellTypeSpec) (map[string]*typeInfo, error) {
 		ti := &typeInfo{
 			name: n, child: s.ChildCellType, childNum: s.ChildCellNumber, nodeLevel: s.IsNodeLevel,
 			level: child.level + 1, leafType: child.leafType, leafCount: int32(lc),
-			nodeBelowOk: s.IsNodeLevel || child.nodeBelowOk,
+			nodeBelowOk: s.IsNodeLevel || child.nodeBelowOk, topologyKey: s.TopologyKey, keyed: child.keyed,
+		}
+		if key := s.TopologyKey; key != "" {
+			// A chain is a path from a top type down to a leaf: a key named
+			// here and below would make "one cell of the key's level"
+			// ambiguous in every chain through this type.
+			if below, dup := child.keyed[key]; dup {
+				return nil, fmt.Errorf("cell type %q: topologyKey %q already names its descendant type %q (a key names at most one level of a chain)", n, key, below)
+			}
+			ti.keyed = make(map[string]string, len(child.keyed)+1)
+			for k, t := range child.keyed {
+				ti.keyed[k] = t
+			}
+			ti.keyed[key] = n
 		}
 		infos[n] = ti
 		return ti, nil

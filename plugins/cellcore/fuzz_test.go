@@ -176,7 +176,7 @@ func FuzzConfig(f *testing.F) {
 // one rack of 4 V100 nodes (r0-n3 is pinned cell "pin") and one T4 node.
 // VC a: 1 V100 node and the pinned cell; VC b: the T4 node and 1 V100 socket.
 func fuzzAGCore(t *testing.T) *Core {
-	cfg := clusterConfig(1, 4, 1)
+	cfg := withinConfig(1, 4, 1)
 	cfg.PhysicalCells[0].CellChildren[3].PinnedCellID = "pin"
 	k := newHealthyCore(t, cfg)
 	a := vcSpec("a", "V100-NODE", 1)
@@ -195,6 +195,10 @@ func fuzzAGCore(t *testing.T) *Core {
 	}
 	return k
 }
+
+// fuzzWithinKeys are the topology constraints FuzzAffinityGroupRequest
+// draws: none, the keys of withinConfig, and one no cell type declares.
+var fuzzWithinKeys = []string{"", rackKey, hostKey, socketKey, zoneKey}
 
 // FuzzAffinityGroupRequest: Schedule either refuses a request and changes
 // nothing, or decides; the invariants hold either way. It never panics.
@@ -230,12 +234,19 @@ func FuzzAffinityGroupRequest(f *testing.F) {
 		{"base", "a", 5, "", "", 1, 1, 4, 0, 0, false, true},
 		{"base", "a", 6, "", "", 1, 1, 4, 0, 0, false, true},
 		{"base-opp", "b", -1, "", "", 1, 2, 2, 0, 0, false, true},
+		// members/3 picks a topology constraint (fuzzWithinKeys).
+		{"g", "a", 0, "", "", 4, 2, 4, 0, 0, false, true},
+		{"g", "b", 0, "", "", 7, 1, 2, 1, 2, false, true},
+		{"g", "b", -1, "", "", 10, 2, 2, 0, 0, false, true},
+		{"g", "a", 6, "", "pin", 7, 2, 4, 0, 0, false, true},
+		{"g", "a", 0, "", "", 13, 1, 1, 0, 0, false, false},
 	} {
 		f.Add(s.name, s.vc, s.prio, s.leaf, s.pin, s.members, s.p1, s.l1, s.p2, s.l2, s.lazy, s.follow)
 	}
 	f.Fuzz(func(t *testing.T, name, vc string, prio int32, leaf, pin string, members uint8, p1, l1, p2, l2 int32, lazy, follow bool) {
 		k := fuzzAGCore(t)
-		spec := AffinityGroupSpec{Name: name, VirtualCluster: vc, Priority: prio, LeafCellType: leaf, PinnedCellID: pin, LazyPreemptionEnable: lazy}
+		spec := AffinityGroupSpec{Name: name, VirtualCluster: vc, Priority: prio, LeafCellType: leaf, PinnedCellID: pin, LazyPreemptionEnable: lazy,
+			WithinTopologyKey: fuzzWithinKeys[int(members/3)%len(fuzzWithinKeys)]}
 		if members%3 >= 1 {
 			spec.Members = append(spec.Members, AffinityGroupMember{PodNumber: p1, LeafCellNumber: l1})
 		}

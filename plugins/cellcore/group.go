@@ -29,7 +29,11 @@ type AffinityGroupSpec struct {
 	LeafCellType         string // optional: only chains of this leaf type
 	PinnedCellID         string // optional: only this pinned cell of the VC
 	LazyPreemptionEnable bool   // when preempted, downgrade to opportunistic instead
-	Members              []AffinityGroupMember
+	// WithinTopologyKey: all the group's pods are placed under one cell of
+	// the level this key names (CellTypeSpec.TopologyKey) in the chain
+	// used; chains without such a level are not used. "" is no constraint.
+	WithinTopologyKey string
+	Members           []AffinityGroupMember
 }
 
 // AffinityGroupMember is PodNumber pods of LeafCellNumber leaf cells each.
@@ -40,7 +44,7 @@ type AffinityGroupMember struct {
 
 func (s *AffinityGroupSpec) equal(o *AffinityGroupSpec) bool {
 	if s.Name != o.Name || s.VirtualCluster != o.VirtualCluster || s.Namespace != o.Namespace || s.SpreadKey != o.SpreadKey || s.Priority != o.Priority ||
-		s.LeafCellType != o.LeafCellType || s.PinnedCellID != o.PinnedCellID ||
+		s.LeafCellType != o.LeafCellType || s.PinnedCellID != o.PinnedCellID || s.WithinTopologyKey != o.WithinTopologyKey ||
 		s.LazyPreemptionEnable != o.LazyPreemptionEnable || len(s.Members) != len(o.Members) {
 		return false
 	}
@@ -176,6 +180,9 @@ func (k *Core) validateSpec(s *AffinityGroupSpec) error {
 	// than the cluster (and waiting for that forever helps nobody).
 	if total > k.leafCells {
 		return fmt.Errorf("affinity group %q: asks for %d leaf cells in total, more than the %d of the whole cluster", s.Name, total, k.leafCells)
+	}
+	if s.WithinTopologyKey != "" {
+		return k.validateWithin(s, vc, sz)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package cellcore
 import (
 	"fmt"
 	"sort"
+	"sync/atomic"
 )
 
 // The VC guarantee (liveness): a guaranteed group whose request fits in its
@@ -80,6 +81,12 @@ func (k *Core) guaranteeFits(spec AffinityGroupSpec) guaranteeVerdict {
 		if p == nil || (spec.PinnedCellID != "" && p.vc != vc) {
 			continue
 		}
+		if spec.WithinTopologyKey != "" {
+			if k.keyedFits(&v, g, p, pods) {
+				return v
+			}
+			continue
+		}
 		bins, unbound, backed := k.privateBins(p, spec.Priority)
 		if backed {
 			bins = append(bins, unbound...)
@@ -100,12 +107,114 @@ func (k *Core) guaranteeFits(spec AffinityGroupSpec) guaranteeVerdict {
 	return v
 }
 
+// keyedFits is the guarantee for a group with a topology constraint: what
+// its VC promises is co-location at the levels it reserves. So the group
+// fits if its pods pack into one keyed cell (the level WithinTopologyKey
+// names in the pool's chain) as the VC's private cluster shows it: the
+// VC's bound cells grouped by their keyed cell (bound cells at or above
+// the keyed level contribute each keyed cell below them; bound cells below
+// it join their keyed ancestor's group, several bound cells of one rack
+// making one group), or one whole keyed cell that an unbound virtual cell
+// at or above the keyed level would give (counted only when schedulable
+// free cells back every VC's unbound cells, as privateBins does). Unbound
+// virtual cells below the keyed level count for nothing: they may be bound
+// in different keyed cells (the search may still use them, best effort). A
+// chain without the key's level, or whose keyed cell is smaller than the
+// group, is not a chain the group may use.
+func (k *Core) keyedFits(v *guaranteeVerdict, g *AffinityGroup, p *pool, pods []int32) bool {
+	ch := p.chain
+	wl := withinLevel(g, ch)
+	if wl == 0 {
+		return false
+	}
+	keyedOracle.checked.Add(1)
+	groups := map[*Cell][]int32{}
+	var order []*Cell
+	add := func(kc *Cell, bins []int32) {
+		if _, ok := groups[kc]; !ok {
+			order = append(order, kc)
+		}
+		groups[kc] = append(groups[kc], bins...)
+	}
+	for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+		for _, r := range p.roots.buckets[key] {
+			if int(r.level) >= wl {
+				eachAtLevel(r, wl, func(kc *Cell) { add(kc, k.nodeBins(kc, g.spec.Priority)) })
+			} else {
+				add(ancestorAt(r, wl), k.nodeBins(r, g.spec.Priority))
+			}
+		}
+	}
+	for _, kc := range order {
+		if packs(pods, groups[kc]) {
+			keyedOracle.bound.Add(1)
+			if len(groups[kc]) > 1 && int(kc.level) > ch.nodeLevel {
+				keyedOracle.boundNodes.Add(1)
+			}
+			v.fits = true
+			v.why = fmt.Sprintf("fits %v into %s's bound cells in %s: bins %v", pods, p.name(), kc.ID(), groups[kc])
+			return true
+		}
+	}
+	if p.pinnedID != "" || p.vc == nil {
+		return false
+	}
+	var whole []int32 // one keyed cell, empty
+	for m := wl; m <= ch.top && whole == nil; m++ {
+		if p.unbound(m) == 0 {
+			continue
+		}
+		if wl <= ch.nodeLevel {
+			whole = []int32{ch.leafCount[wl]}
+			break
+		}
+		for j := int32(0); j < ch.leafCount[wl]/ch.leafCount[ch.nodeLevel]; j++ {
+			whole = append(whole, ch.leafCount[ch.nodeLevel])
+		}
+	}
+	if whole == nil || !packs(pods, whole) {
+		return false
+	}
+	if !k.schedulableBacksAllUnbound(ch) {
+		keyedOracle.uncertain.Add(1)
+		v.unboundUncertain = true
+		return false
+	}
+	keyedOracle.unbound.Add(1)
+	v.fits, v.unboundUncertain = true, false
+	v.why = fmt.Sprintf("fits %v into one %s an unbound virtual cell of %s gives: bins %v", pods, ch.levelType[wl], p.name(), whole)
+	return true
+}
+
+// keyedOracle counts keyedFits' verdicts for the model test's report:
+// checks, fits in bound cells (of them, over several nodes of a keyed cell
+// above node level), fits in a whole keyed cell of an unbound virtual
+// cell, and such fits not counted for damaged free cells.
+var keyedOracle struct{ checked, bound, boundNodes, unbound, uncertain atomic.Int64 }
+
+// nodeBins is what a group of priority prio may take below x, node by
+// node (x itself at or below node level: a pod never spans two bound cells
+// below node level).
+func (k *Core) nodeBins(x *Cell, prio int32) []int32 {
+	bins, _, _ := k.privateBinsOf(x.chain, []*Cell{x}, nil, prio)
+	return bins
+}
+
 // privateBins is what a group of priority prio may use in pool p, node by
 // node (a pod never spans nodes, nor two bound cells below node level): in
 // its bound cells, and in its unbound virtual cells, and whether wholly
 // schedulable free cells back those.
 func (k *Core) privateBins(p *pool, prio int32) (bins, unbound []int32, backed bool) {
-	ch := p.chain
+	var roots []*Cell
+	for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+		roots = append(roots, p.roots.buckets[key]...)
+	}
+	return k.privateBinsOf(p.chain, roots, p, prio)
+}
+
+// privateBinsOf is privateBins of the given roots (and, with p, of p's
+// unbound virtual cells).
+func (k *Core) privateBinsOf(ch *chain, roots []*Cell, p *pool, prio int32) (bins, unbound []int32, backed bool) {
 	avail := func(x *Cell) int32 {
 		var n int32
 		x.forEachLeaf(func(l *Cell) {
@@ -137,12 +246,10 @@ func (k *Core) privateBins(p *pool, prio int32) (bins, unbound []int32, backed b
 			nodesOf(c)
 		}
 	}
-	for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
-		for _, r := range p.roots.buckets[key] {
-			nodesOf(r)
-		}
+	for _, r := range roots {
+		nodesOf(r)
 	}
-	if p.pinnedID != "" || p.vc == nil {
+	if p == nil || p.pinnedID != "" || p.vc == nil {
 		return bins, nil, true
 	}
 	for l := 1; l <= ch.top; l++ {

@@ -15,6 +15,7 @@ type chain struct {
 	top       int
 	nodeLevel int
 	levelType []string // by level; index 0 unused
+	levelKey  []string // the topology key naming each level, or ""; index 0 unused
 	childNum  []int32  // children of a level-l cell; index 0, 1 unused
 	leafCount []int32  // leaves in a level-l cell
 	tops      []*Cell
@@ -197,10 +198,12 @@ func newChain(ti *typeInfo, types map[string]*typeInfo) *chain {
 	ch := &chain{name: ti.name, leafType: ti.leafType, top: ti.level}
 	n := ti.level + 1
 	ch.levelType = make([]string, n)
+	ch.levelKey = make([]string, n)
 	ch.childNum = make([]int32, n)
 	ch.leafCount = make([]int32, n)
 	for t := ti; ; t = types[t.child] {
 		ch.levelType[t.level] = t.name
+		ch.levelKey[t.level] = t.topologyKey
 		ch.childNum[t.level] = t.childNum
 		ch.leafCount[t.level] = t.leafCount
 		if t.nodeLevel {

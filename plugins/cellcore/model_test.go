@@ -18,6 +18,21 @@ var (
 	modelDigest = flag.Bool("model.digest", false, "log a digest of the state after every step of each run: two commits whose runs log the same digests made the same decisions")
 )
 
+// Hooks through which a feature's own test file extends the model test
+// (model_within_test.go: topology keys and constrained groups). make
+// core-decisions-compare runs this file against an older core, whose
+// package lacks that file: nil hooks draw no random number, so both sides
+// replay the same operations.
+var (
+	modelConfigHook func(cfg *Config)
+	modelSpecHook   func(m *modelRun, s *AffinityGroupSpec)
+	// modelOutcomeHook sees every decision, and every refusal of a new
+	// group (err).
+	modelOutcomeHook func(m *modelRun, s AffinityGroupSpec, d Decision, err error)
+	// modelReportHook adds to the test's closing report.
+	modelReportHook func(t *testing.T)
+)
+
 // modelRun drives a core with random operations and checks every invariant
 // after every step. Operations that fail must leave the state untouched.
 type modelRun struct {
@@ -46,6 +61,9 @@ func newModelRun(t *testing.T, seed int64) *modelRun {
 		health: map[string]NodeHealth{}, devices: map[string]NodeDevices{}, stats: map[string]int{}}
 	// One pinned node.
 	m.cfg.PhysicalCells[2].CellChildren[3].PinnedCellID = "pin-1"
+	if modelConfigHook != nil {
+		modelConfigHook(&m.cfg)
+	}
 	m.k = newHealthyCore(t, m.cfg)
 	for n := range m.k.nodes {
 		m.health[n] = NodeHealthy
@@ -223,6 +241,9 @@ func (m *modelRun) randomSpec() AffinityGroupSpec {
 	for n := m.r.Intn(2) + 1; n > 0; n-- {
 		s.Members = append(s.Members, AffinityGroupMember{PodNumber: int32(m.r.Intn(3) + 1), LeafCellNumber: sizes[m.r.Intn(len(sizes))]})
 	}
+	if modelSpecHook != nil {
+		modelSpecHook(m, &s)
+	}
 	return s
 }
 
@@ -234,6 +255,9 @@ func (m *modelRun) newGroup() {
 	}
 	d, err := m.k.Schedule(s)
 	if err != nil {
+		if modelOutcomeHook != nil {
+			modelOutcomeHook(m, s, d, err)
+		}
 		m.stats["invalid"]++
 		if before != "" {
 			m.sameState(before, "a refused request changed the state: %v", err)
@@ -246,6 +270,9 @@ func (m *modelRun) newGroup() {
 
 func (m *modelRun) onDecision(s AffinityGroupSpec, d Decision) {
 	t := m.t
+	if modelOutcomeHook != nil {
+		modelOutcomeHook(m, s, d, nil)
+	}
 	m.stats[d.Kind.String()]++
 	if d.Kind == Wait && d.State == AGPending && s.Priority >= 0 {
 		// The guarantee: a group that fits its VC's cells never waits.
@@ -769,6 +796,9 @@ func TestModelRandomized(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		livenessTotals.report(t)
+		if modelReportHook != nil {
+			modelReportHook(t)
+		}
 		t.Logf("preemption searches stopped at their floor (each checked against the full scan): %d", preemptFloorHits.Load())
 		t.Logf("placements spread by the Spread selector: %d", spreadPlaced.Load())
 	})

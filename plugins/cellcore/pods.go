@@ -74,7 +74,9 @@ func (k *Core) fillSlot(g *AffinityGroup, slot int) bool {
 	s.order = append(s.order[:0], slot)
 	need := g.slots[slot].leafCellNumber
 	found := false
-	if g.opportunistic() {
+	if g.spec.WithinTopologyKey != "" {
+		found = k.fillSlotWithin(g, slot, ch)
+	} else if g.opportunistic() {
 		for _, r := range []*bucketSet{ch.freePool.roots, ch.topIndex} {
 			s.newAttempt()
 			if s.spanPodIn(r, need, slot) {

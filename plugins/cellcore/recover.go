@@ -79,6 +79,14 @@ func (k *Core) RecoverAffinityGroup(spec AffinityGroupSpec, pods []RecoveredPod)
 		}
 		keys[slot] = rp.PodKey
 	}
+	// A record that breaks the group's topology constraint is invalid like
+	// one that double-books: running it on would break the promise every
+	// placement keeps (and CheckInvariants checks).
+	if spec.WithinTopologyKey != "" {
+		if err := recoveredWithin(g, ch, placement); err != nil {
+			return res, err
+		}
+	}
 	// Map the placement onto the VC's virtual cells.
 	var bound []*Cell
 	reason := ""

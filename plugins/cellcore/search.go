@@ -32,6 +32,7 @@ type search struct {
 	spreadBase, spreadScratch spreadAvoid
 	hist                      []int32 // nodesFit's scratch histogram
 	maxPod                    int32   // the group's largest pod
+	within                    withinScratch
 }
 
 // rotated is i's rank when a choice among n equally good cells starts at

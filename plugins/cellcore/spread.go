@@ -113,12 +113,19 @@ func (k *Core) placeSpread(g *AffinityGroup) (bestPlan, bool) {
 			}
 		}
 	}
+	within := g.spec.WithinTopologyKey != ""
 	for _, ch := range k.candidateChains(&g.spec, g.vc) {
+		var wl int
+		if within {
+			if wl = withinLevel(g, ch); wl == 0 {
+				continue
+			}
+		}
 		p := k.poolFor(g, ch)
 		if p == nil || k.poolCannotHold(g, p, false) {
 			continue
 		}
-		if s.spread(p, avoid) {
+		if within && s.spreadWithin(p, avoid, wl) || !within && s.spread(p, avoid) {
 			spreadPlaced.Add(1)
 			return bestPlan{found: true, result: s.copyResult(), bound: append([]*Cell(nil), s.bound...)}, true
 		}

@@ -218,12 +218,12 @@ func (k *Core) JoinsPlacement(group, podKey string, leafCellNumber int32) bool {
 
 // CheckMember checks that a pod's request agrees with its known group: the
 // members of one group must agree on VC, priority, leaf cell type, pinned
-// cell and members.
+// cell, topology constraint (WithinTopologyKey) and members.
 func (k *Core) CheckMember(spec AffinityGroupSpec) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if g := k.groups[spec.Name]; g != nil && !g.spec.equal(&spec) {
-		return specError(fmt.Errorf("affinity group %q already exists with a different spec (pods of one group must agree on virtual cluster, priority, leaf cell type, pinned cell and members)", spec.Name))
+		return specError(fmt.Errorf("affinity group %q already exists with a different spec (pods of one group must agree on virtual cluster, priority, leaf cell type, pinned cell, topology constraint and members)", spec.Name))
 	}
 	return nil
 }

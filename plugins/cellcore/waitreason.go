@@ -49,6 +49,10 @@ func (k *Core) waitReason(g *AffinityGroup) string {
 	} else {
 		chains = k.candidateChains(&g.spec, g.vc)
 	}
+	within := g.spec.WithinTopologyKey != ""
+	if within {
+		chains = keyedChains(g, chains) // the only ones it may use
+	}
 	leaf := g.spec.LeafCellType
 	for _, ch := range chains {
 		if leaf == "" {
@@ -66,6 +70,9 @@ func (k *Core) waitReason(g *AffinityGroup) string {
 	}
 	need := g.totalLeaves()
 	needs := join(shape) + " " + leaf
+	if within {
+		needs += withinNeeds(g, chains)
+	}
 
 	if opportunistic {
 		var free, onNode int32
@@ -78,8 +85,12 @@ func (k *Core) waitReason(g *AffinityGroup) string {
 				}
 			}
 		}
-		return fmt.Sprintf("affinity group %q (opportunistic) needs %s on idle cells, and the cluster has %d free healthy %s, at most %d on one node; "+
-			"it binds when other groups finish (an opportunistic group never preempts)", g.spec.Name, needs, free, leaf, onNode)
+		inKeyed := ""
+		if within {
+			inKeyed = fmt.Sprintf(" and %d in one %s", maxKeyedFree(g, chains), keyedTypes(g.spec.WithinTopologyKey, chains))
+		}
+		return fmt.Sprintf("affinity group %q (opportunistic) needs %s on idle cells, and the cluster has %d free healthy %s, at most %d on one node%s; "+
+			"it binds when other groups finish (an opportunistic group never preempts)", g.spec.Name, needs, free, leaf, onNode, inKeyed)
 	}
 
 	msg := fmt.Sprintf("affinity group %q (priority %d) needs %s in virtual cluster %q", g.spec.Name, g.spec.Priority, needs, g.spec.VirtualCluster)
@@ -176,6 +187,10 @@ func (k *Core) waitReason(g *AffinityGroup) string {
 	switch {
 	case largest < maxPod:
 		return msg + fmt.Sprintf("; none of its cells holds a pod of %d (the largest holds %d), so the group never binds there: ask for smaller pods or for larger cells", maxPod, largest)
+	case freeLeaves+lowerLeaves >= need && within:
+		// Enough leaves, but not in one keyed cell: the constraint (or
+		// the nodes' shapes in it) keeps the group waiting.
+		return msg + withinWaitTail(g, chains, func(ch *chain) *pool { return k.poolFor(g, ch) })
 	case freeLeaves+lowerLeaves >= need:
 		// Enough leaves, but not where the pods fit together.
 		return msg + "; its pods do not fit together in those cells (each pod needs its leaf cells on one node), so it binds when groups next to the free cells finish"
