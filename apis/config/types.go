@@ -97,6 +97,12 @@ type CellTypeSpec struct {
 	ChildCellNumber int32
 	// IsNodeLevel marks the cell type that corresponds to one node.
 	IsNodeLevel bool
+	// TopologyKey names this level by a node label key (for example
+	// topology.kubernetes.io/rack), so that a group whose pods must share
+	// one domain of that key (a Workload PodGroup's topology constraint)
+	// is placed under one cell of this level. A node-level type without
+	// one is named kubernetes.io/hostname.
+	TopologyKey string
 }
 
 // PhysicalCellSpec is one physical cell and, optionally, its children.

@@ -187,7 +187,8 @@ func (t *Tracker) changed(e *entry) {
 // specOf is the AffinityGroup spec of a pod's request (the implicit form).
 func specOf(req *podrequest.Request) *hv1.AffinityGroupSpec {
 	s := &hv1.AffinityGroupSpec{VirtualCluster: req.Group.VirtualCluster, Priority: ptr.To(req.Group.Priority),
-		LeafCellType: req.Group.LeafCellType, PinnedCell: req.Group.PinnedCellID, LazyPreemption: req.Group.LazyPreemptionEnable}
+		LeafCellType: req.Group.LeafCellType, PinnedCell: req.Group.PinnedCellID, LazyPreemption: req.Group.LazyPreemptionEnable,
+		WithinTopologyKey: req.Group.WithinTopologyKey}
 	for _, m := range req.Group.Members {
 		s.Members = append(s.Members, hv1.AffinityGroupMember{PodNumber: m.PodNumber, LeafCellNumber: m.LeafCellNumber})
 	}

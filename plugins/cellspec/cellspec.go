@@ -16,11 +16,20 @@ import (
 	"github.com/hivesched/hivesched/plugins/cellcore"
 )
 
+// HostnameTopologyKey is the key a node-level cell type answers to when the
+// args name it by no other: a Workload PodGroup constrained to one
+// kubernetes.io/hostname asks for one node.
+const HostnameTopologyKey = "kubernetes.io/hostname"
+
 // Config converts the plugin args' physical cluster to the cell core's Config.
 func Config(pc config.PhysicalClusterSpec) cellcore.Config {
 	cfg := cellcore.Config{CellTypes: map[string]cellcore.CellTypeSpec{}}
 	for n, t := range pc.CellTypes {
-		cfg.CellTypes[n] = cellcore.CellTypeSpec{ChildCellType: t.ChildCellType, ChildCellNumber: t.ChildCellNumber, IsNodeLevel: t.IsNodeLevel}
+		key := t.TopologyKey
+		if key == "" && t.IsNodeLevel {
+			key = HostnameTopologyKey
+		}
+		cfg.CellTypes[n] = cellcore.CellTypeSpec{ChildCellType: t.ChildCellType, ChildCellNumber: t.ChildCellNumber, IsNodeLevel: t.IsNodeLevel, TopologyKey: key}
 	}
 	var conv func(s config.PhysicalCellSpec) cellcore.PhysicalCellSpec
 	conv = func(s config.PhysicalCellSpec) cellcore.PhysicalCellSpec {

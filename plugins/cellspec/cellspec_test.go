@@ -42,3 +42,19 @@ func TestWarnSkuTypes(t *testing.T) {
 	require.Contains(t, logs, `leafCellTypes=["K80"]`)
 	require.NotContains(t, logs, `skuType="K80"`)
 }
+
+// A node-level type answers to kubernetes.io/hostname unless the args name
+// it otherwise; other levels answer to the key they are given, if any.
+func TestConfigTopologyKeys(t *testing.T) {
+	cfg := Config(config.PhysicalClusterSpec{CellTypes: map[string]config.CellTypeSpec{
+		"V100-SWITCH": {ChildCellType: "V100", ChildCellNumber: 2},
+		"V100-NODE":   {ChildCellType: "V100-SWITCH", ChildCellNumber: 4, IsNodeLevel: true},
+		"V100-RACK":   {ChildCellType: "V100-NODE", ChildCellNumber: 2, TopologyKey: "topology.kubernetes.io/rack"},
+		"T4-NODE":     {ChildCellType: "T4", ChildCellNumber: 4, IsNodeLevel: true, TopologyKey: "example.com/host"},
+	}})
+	keys := map[string]string{}
+	for n, ct := range cfg.CellTypes {
+		keys[n] = ct.TopologyKey
+	}
+	require.Equal(t, map[string]string{"V100-SWITCH": "", "V100-NODE": HostnameTopologyKey, "V100-RACK": "topology.kubernetes.io/rack", "T4-NODE": "example.com/host"}, keys)
+}

@@ -51,6 +51,7 @@ type Record struct {
 	LeafCellIndices      []int32                        `json:"leafCellIndices"`
 	Downgraded           bool                           `json:"downgraded,omitempty"`
 	SpreadKey            string                         `json:"spreadKey,omitempty"`
+	WithinTopologyKey    string                         `json:"withinTopologyKey,omitempty"`
 }
 
 // NewRecord is the record of a pod placed at pp in group g.
@@ -59,7 +60,7 @@ func NewRecord(g cellcore.AffinityGroupSpec, pp cellcore.PodPlacement, downgrade
 		Group: g.Name, VirtualCluster: g.VirtualCluster, Priority: g.Priority, LeafCellType: g.LeafCellType,
 		PinnedCellID: g.PinnedCellID, LazyPreemptionEnable: g.LazyPreemptionEnable, Members: g.Members,
 		Node: pp.Node, PodLeafCellType: pp.LeafCellType, LeafCellIndices: pp.LeafCellIndices, Downgraded: downgraded,
-		SpreadKey: g.SpreadKey,
+		SpreadKey: g.SpreadKey, WithinTopologyKey: g.WithinTopologyKey,
 	}
 }
 
@@ -68,7 +69,7 @@ func (r Record) Spec() cellcore.AffinityGroupSpec {
 	ns, _, _ := strings.Cut(r.Group, "/") // recovery trusts a record only for a group of its pod's namespace
 	return cellcore.AffinityGroupSpec{Name: r.Group, VirtualCluster: r.VirtualCluster, Namespace: ns, Priority: r.Priority,
 		LeafCellType: r.LeafCellType, PinnedCellID: r.PinnedCellID, LazyPreemptionEnable: r.LazyPreemptionEnable,
-		Members: r.Members, SpreadKey: r.SpreadKey}
+		Members: r.Members, SpreadKey: r.SpreadKey, WithinTopologyKey: r.WithinTopologyKey}
 }
 
 // Request is the pod request a trusted record stands for: the group as it

@@ -32,6 +32,16 @@ func TestPlacementRecordRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, back.Downgraded)
 	require.Equal(t, g, back.Spec())
+
+	// A group held to one domain of a topology key is recovered held to
+	// it; records of groups without one read as before.
+	require.NotContains(t, rec.Encode(), "withinTopologyKey")
+	g.WithinTopologyKey = "topology.kubernetes.io/rack"
+	within := NewRecord(g, cellcore.PodPlacement{Node: "n1", LeafCellIndices: []int32{0}}, false)
+	back, err = Decode(within.Encode())
+	require.NoError(t, err)
+	require.Equal(t, g, back.Spec())
+	require.Equal(t, g, back.Request().Group)
 }
 
 // A signature holds for the pod it was made for only: not for a copy of the

@@ -58,6 +58,7 @@ func FromAffinityGroup(pod *v1.Pod, ag *hv1.AffinityGroup, res v1.ResourceName) 
 	g.LeafCellType = ag.Spec.LeafCellType
 	g.PinnedCellID = ag.Spec.PinnedCell
 	g.LazyPreemptionEnable = ag.Spec.LazyPreemption
+	g.WithinTopologyKey = ag.Spec.WithinTopologyKey
 	for _, m := range ag.Spec.Members {
 		if m.PodNumber <= 0 || m.LeafCellNumber <= 0 {
 			return nil, fmt.Errorf("AffinityGroup %s/%s: members need positive podNumber and leafCellNumber", ag.Namespace, ag.Name)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -149,7 +150,29 @@ func (r *Resolver) fromWorkload(pod *v1.Pod) (*Request, error, bool) {
 	if err != nil {
 		return nil, fmt.Errorf("pod group %s/%s: %w", pod.Namespace, name, err), true
 	}
+	if pg.Spec.SchedulingPolicy.Gang != nil || composite != nil {
+		// A topology constraint holds the whole gang to one domain; a
+		// basic group's pods are placed one by one, each its own group, so
+		// there is nothing to hold together.
+		key := topologyKey(pg.Spec.SchedulingConstraints)
+		if composite != nil {
+			if key != "" && key != composite.topologyKey {
+				return nil, fmt.Errorf("pod group %s/%s asks for topology %q inside composite pod group %q, which asks for %q: hivesched places a composite as one affinity group under one constraint; put the constraint on the composite pod group", pod.Namespace, name, key, composite.name, composite.topologyKey), true
+			}
+			key = composite.topologyKey
+		}
+		req.Group.WithinTopologyKey = key
+	}
 	return req, nil, true
+}
+
+// topologyKey is the node label key a pod group's scheduling constraints
+// hold its pods to ("" for none). The API allows one constraint.
+func topologyKey(c *schedv1beta1.PodGroupSchedulingConstraints) string {
+	if c == nil || len(c.Topology) == 0 {
+		return ""
+	}
+	return c.Topology[0].Key
 }
 
 // ownGroupForm names the hivesched form in which a pod names its gang
@@ -194,6 +217,9 @@ type compositeRequest struct {
 	members  string // hivesched.io/group-members form: "2x8,1x4"
 	vc       string
 	priority *int32
+	// topologyKey is the composite's topology constraint: the whole
+	// group in one domain of this node label key ("" for none).
+	topologyKey string
 }
 
 // composite reads the composite pod group parent of pg. hivesched places a
@@ -257,9 +283,18 @@ func (w *Workloads) composite(pod *v1.Pod, pg *schedv1beta1.PodGroup, parent str
 		members = append(members, fmt.Sprintf("%dx%d", c.Spec.SchedulingPolicy.Gang.MinCount, size))
 	}
 	return &compositeRequest{
-		name:     parent,
-		members:  strings.Join(members, ","),
-		vc:       w.vcOf(ns, cpg.Labels, (*schedv1beta1.WorkloadReference)(cpg.Spec.WorkloadRef)),
-		priority: cpg.Spec.Priority,
+		name:        parent,
+		members:     strings.Join(members, ","),
+		vc:          w.vcOf(ns, cpg.Labels, (*schedv1beta1.WorkloadReference)(cpg.Spec.WorkloadRef)),
+		priority:    cpg.Spec.Priority,
+		topologyKey: compositeTopologyKey(cpg.Spec.SchedulingConstraints),
 	}, nil
+}
+
+// compositeTopologyKey is topologyKey for a composite pod group.
+func compositeTopologyKey(c *schedv1alpha3.CompositePodGroupSchedulingConstraints) string {
+	if c == nil || len(c.Topology) == 0 {
+		return ""
+	}
+	return c.Topology[0].Key
 }

@@ -490,3 +490,103 @@ func TestWorkloadComposite(t *testing.T) {
 		c.usedIs(t, "cp-vc", 0)
 	})
 }
+
+// withRackKey names physicalCluster's rack level by the rack label key.
+func withRackKey(pc map[string]any) map[string]any {
+	pc["cellTypes"].(map[string]any)["V100-RACK"].(map[string]any)["topologyKey"] = "topology.kubernetes.io/rack"
+	return pc
+}
+
+// withTopology gives a PodGroup a topology constraint.
+func withTopology(key string) func(*schedv1beta1.PodGroup) {
+	return func(pg *schedv1beta1.PodGroup) {
+		pg.Spec.SchedulingConstraints = &schedv1beta1.PodGroupSchedulingConstraints{Topology: []schedv1beta1.TopologyConstraint{{Key: key}}}
+	}
+}
+
+// TestWorkloadTopology (issue 23): a Workload API gang's topology
+// constraint holds it under one cell of the level the args name by that key
+// (the rack level by topology.kubernetes.io/rack, the node level by
+// kubernetes.io/hostname); a gang that cannot fit one such cell, or names a
+// key no level answers to, is told so and holds no cells.
+func TestWorkloadTopology(t *testing.T) {
+	// Without TopologyAwareWorkloadScheduling the API server drops a
+	// PodGroup's schedulingConstraints.
+	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+		features.GenericWorkload:                 true,
+		features.TopologyAwareWorkloadScheduling: true,
+	})
+	c := startCluster(t, "--runtime-config=scheduling.k8s.io/v1beta1=true")
+	// Two racks of two nodes; the second node of each rack is not ready,
+	// so each rack has 8 usable GPUs and 16 are usable in all.
+	for r := 0; r < 2; r++ {
+		c.createNode(t, fmt.Sprintf("tp-r%d-n0", r), "nvidia.com/gpu", 8, true)
+		c.createNode(t, fmt.Sprintf("tp-r%d-n1", r), "nvidia.com/gpu", 8, false)
+	}
+	c.createNamespace(t, "tp")
+	c.createVC(t, "tp-vc", []string{"tp"}, "V100-RACK", 2)
+	c.startScheduler(t, withRackKey(physicalCluster("tp", 2, 2, 0)))
+	vcLabel := map[string]string{hivesched.LabelVirtualCluster: "tp-vc"}
+
+	t.Run("one rack: the gang shares a rack", func(t *testing.T) {
+		c.createPodGroup(t, "tp", "rack", 2, vcLabel, withTopology("topology.kubernetes.io/rack"))
+		pods := workloadPods("tp", "rack", "", 2, 4)
+		c.createPods(t, pods)
+		nodes := c.waitBound(t, pods, 60*time.Second)
+		require.Equal(t, nodes[0], nodes[1], "the only usable node of a rack holds both pods")
+		for _, p := range pods {
+			require.Contains(t, c.getPod(t, p).Annotations[hivesched.AnnotationPlacement], `"withinTopologyKey":"topology.kubernetes.io/rack"`)
+		}
+		ag := c.waitAG(t, "tp", "rack", phaseIs(hv1.AffinityGroupRunning))
+		require.Equal(t, "topology.kubernetes.io/rack", ag.Spec.WithinTopologyKey)
+		c.deletePods(t, pods)
+		c.waitGone(t, pods, 30*time.Second)
+		c.usedIs(t, "tp-vc", 0)
+	})
+
+	t.Run("more than a rack's usable GPUs: waits, said why; without the constraint it binds", func(t *testing.T) {
+		c.createPodGroup(t, "tp", "big", 2, vcLabel, withTopology("topology.kubernetes.io/rack"))
+		pods := workloadPods("tp", "big", "", 2, 8)
+		c.createPods(t, pods)
+		c.waitEvent(t, pods[0], "in one V100-RACK", 30*time.Second)
+		c.requireUnbound(t, pods, 2*time.Second)
+		c.usedIs(t, "tp-vc", 0)
+		c.deletePods(t, pods)
+		c.waitGone(t, pods, 30*time.Second)
+
+		c.createPodGroup(t, "tp", "big-free", 2, vcLabel)
+		free := workloadPods("tp", "big-free", "", 2, 8)
+		c.createPods(t, free)
+		nodes := c.waitBound(t, free, 60*time.Second)
+		require.ElementsMatch(t, []string{"tp-r0-n0", "tp-r1-n0"}, nodes)
+		c.deletePods(t, free)
+		c.waitGone(t, free, 30*time.Second)
+		c.usedIs(t, "tp-vc", 0)
+	})
+
+	t.Run("one host", func(t *testing.T) {
+		c.createPodGroup(t, "tp", "host", 2, vcLabel, withTopology("kubernetes.io/hostname"))
+		pods := workloadPods("tp", "host", "", 2, 2)
+		c.createPods(t, pods)
+		nodes := c.waitBound(t, pods, 60*time.Second)
+		require.Equal(t, nodes[0], nodes[1])
+		c.deletePods(t, pods)
+		c.waitGone(t, pods, 30*time.Second)
+
+		c.createPodGroup(t, "tp", "host-big", 2, vcLabel, withTopology("kubernetes.io/hostname"))
+		big := workloadPods("tp", "host-big", "", 2, 8)
+		c.createPods(t, big)
+		c.waitEvent(t, big[0], "does not fit in one V100-NODE (8 leaf cells)", 30*time.Second)
+		c.requireUnbound(t, big, time.Second)
+		c.usedIs(t, "tp-vc", 0)
+	})
+
+	t.Run("a key no level answers to", func(t *testing.T) {
+		c.createPodGroup(t, "tp", "zone", 1, vcLabel, withTopology("topology.kubernetes.io/zone"))
+		pods := workloadPods("tp", "zone", "", 1, 1)
+		c.createPods(t, pods)
+		c.waitEvent(t, pods[0], `withinTopologyKey "topology.kubernetes.io/zone" names no cell level`, 30*time.Second)
+		c.requireUnbound(t, pods, time.Second)
+		c.usedIs(t, "tp-vc", 0)
+	})
+}

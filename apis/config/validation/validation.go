@@ -104,6 +104,15 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 	if len(args.PhysicalCluster.CellTypes) == 0 {
 		allErrs = append(allErrs, field.Required(pcPath.Child("cellTypes"), "at least one cell type is required"))
 	}
+	for name, t := range args.PhysicalCluster.CellTypes {
+		if t.TopologyKey == "" {
+			continue
+		}
+		keyPath := pcPath.Child("cellTypes").Key(name).Child("topologyKey")
+		for _, msg := range validation.IsQualifiedName(t.TopologyKey) {
+			allErrs = append(allErrs, field.Invalid(keyPath, t.TopologyKey, "must be a node label key: "+msg))
+		}
+	}
 	if len(args.PhysicalCluster.PhysicalCells) == 0 {
 		allErrs = append(allErrs, field.Required(pcPath.Child("physicalCells"), "at least one physical cell is required"))
 	}

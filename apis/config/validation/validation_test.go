@@ -58,6 +58,16 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 		},
 		{name: "inspect API disabled", mutate: func(a *config.HiveSchedArgs) { a.InspectBindAddress = "" }},
 		{name: "inspect API on all addresses", mutate: func(a *config.HiveSchedArgs) { a.InspectBindAddress = ":10262" }},
+		{name: "topology key", mutate: func(a *config.HiveSchedArgs) {
+			a.PhysicalCluster.CellTypes["V100-NODE"] = config.CellTypeSpec{ChildCellType: "V100", ChildCellNumber: 4, IsNodeLevel: true, TopologyKey: "topology.kubernetes.io/rack"}
+		}},
+		{
+			name: "topology key that is no label key",
+			mutate: func(a *config.HiveSchedArgs) {
+				a.PhysicalCluster.CellTypes["V100-NODE"] = config.CellTypeSpec{ChildCellType: "V100", ChildCellNumber: 4, IsNodeLevel: true, TopologyKey: "rack name"}
+			},
+			wantErrs: []string{`physicalCluster.cellTypes[V100-NODE].topologyKey: Invalid value: "rack name": must be a node label key`},
+		},
 		{
 			name:     "inspect address without a port",
 			mutate:   func(a *config.HiveSchedArgs) { a.InspectBindAddress = "localhost" },

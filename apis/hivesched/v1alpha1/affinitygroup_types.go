@@ -132,6 +132,14 @@ type AffinityGroupSpec struct {
 	// +optional
 	LazyPreemption bool `json:"lazyPreemption,omitempty"`
 
+	// WithinTopologyKey holds all the group's pods to one domain of a node
+	// label key: the group is placed under one cell of the level whose
+	// cell type the scheduler's args name by this key (cellTypes'
+	// topologyKey; a node-level type answers to kubernetes.io/hostname).
+	// A Workload API PodGroup's topology constraint is read into it.
+	// +optional
+	WithinTopologyKey string `json:"withinTopologyKey,omitempty"`
+
 	// PendingTimeoutSeconds overrides the VC's: a group pending longer goes
 	// Failed (reason PendingTimeout). 0 means no timeout.
 	// +optional

@@ -37,6 +37,12 @@ type AffinityGroupSpecApplyConfiguration struct {
 	// LazyPreemption: when preempted, run on as opportunistic instead of
 	// being deleted.
 	LazyPreemption *bool `json:"lazyPreemption,omitempty"`
+	// WithinTopologyKey holds all the group's pods to one domain of a node
+	// label key: the group is placed under one cell of the level whose
+	// cell type the scheduler's args name by this key (cellTypes'
+	// topologyKey; a node-level type answers to kubernetes.io/hostname).
+	// A Workload API PodGroup's topology constraint is read into it.
+	WithinTopologyKey *string `json:"withinTopologyKey,omitempty"`
 	// PendingTimeoutSeconds overrides the VC's: a group pending longer goes
 	// Failed (reason PendingTimeout). 0 means no timeout.
 	PendingTimeoutSeconds *int32 `json:"pendingTimeoutSeconds,omitempty"`
@@ -98,6 +104,14 @@ func (b *AffinityGroupSpecApplyConfiguration) WithPinnedCell(value string) *Affi
 // If called multiple times, the LazyPreemption field is set to the value of the last call.
 func (b *AffinityGroupSpecApplyConfiguration) WithLazyPreemption(value bool) *AffinityGroupSpecApplyConfiguration {
 	b.LazyPreemption = &value
+	return b
+}
+
+// WithWithinTopologyKey sets the WithinTopologyKey field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WithinTopologyKey field is set to the value of the last call.
+func (b *AffinityGroupSpecApplyConfiguration) WithWithinTopologyKey(value string) *AffinityGroupSpecApplyConfiguration {
+	b.WithinTopologyKey = &value
 	return b
 }
 
