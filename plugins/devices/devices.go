@@ -25,23 +25,56 @@ import (
 // LabelHealth lets an operator set a node's health beyond what Kubernetes
 // reports, in seed 003's (LAVA's) terms: "maintenance", "retired", "bad",
 // "looping" (being checked) or "unknown" ("good" or no label: Kubernetes'
-// own view decides). docs/health.md maps every state.
+// own view decides). docs/health.md maps every state. NodeRestriction lets
+// a kubelet change its own Node's labels, this one included: the admission
+// policy hivesched-node-verdicts (manifests/admission) refuses it that.
 const LabelHealth = "hivesched.io/health"
 
-// NodeHealth maps a Node to the core's hardware health: an operator label
-// first, then cordon (Maintenance), then the Ready condition.
+// LabelHealthRestricted says the same as LabelHealth under the prefix that
+// NodeRestriction keeps every kubelet from setting, changing or removing:
+// an operator's verdict that holds without hivesched's admission policies.
+// When both are set the worse one counts.
+const LabelHealthRestricted = "node-restriction.kubernetes.io/hivesched-health"
+
+// nodeVerdicts are the operator's node verdicts from least to most severe:
+// of two labels, the later in this list counts.
+var nodeVerdicts = []struct {
+	label  string
+	health cellcore.NodeHealth
+}{
+	{"unknown", cellcore.NodeUnknown},
+	{"looping", cellcore.NodeLooping},
+	{"bad", cellcore.NodeBad},
+	{"maintenance", cellcore.NodeMaintenance},
+	{"retired", cellcore.NodeRetired},
+}
+
+// operatorVerdict is the worse of the node's two operator labels; ok is
+// false when neither names a state other than good.
+func operatorVerdict(n *v1.Node) (cellcore.NodeHealth, bool) {
+	worst := -1
+	for _, key := range []string{LabelHealth, LabelHealthRestricted} {
+		v, set := n.Labels[key]
+		if !set {
+			continue
+		}
+		for i, nv := range nodeVerdicts {
+			if nv.label == v && i > worst {
+				worst = i
+			}
+		}
+	}
+	if worst < 0 {
+		return 0, false
+	}
+	return nodeVerdicts[worst].health, true
+}
+
+// NodeHealth maps a Node to the core's hardware health: the operator's
+// labels first, then cordon (Maintenance), then the Ready condition.
 func NodeHealth(n *v1.Node) cellcore.NodeHealth {
-	switch n.Labels[LabelHealth] {
-	case "retired":
-		return cellcore.NodeRetired
-	case "maintenance":
-		return cellcore.NodeMaintenance
-	case "bad":
-		return cellcore.NodeBad
-	case "looping":
-		return cellcore.NodeLooping
-	case "unknown":
-		return cellcore.NodeUnknown
+	if h, ok := operatorVerdict(n); ok {
+		return h
 	}
 	if n.Spec.Unschedulable {
 		return cellcore.NodeMaintenance
@@ -61,7 +94,16 @@ func NodeHealth(n *v1.Node) cellcore.NodeHealth {
 // an operator or a node agent to set: "3,5" (devices 3 and 5 are bad), or
 // with one of seed 003's (LAVA's) states, "3=bad,5=maintenance,6=looping";
 // "T4/2=retired" names the leaf cell type on a node with several.
+// It is the operator's: the admission policy hivesched-node-verdicts keeps
+// a node's own credentials from changing it.
 const AnnotationDeviceHealth = "hivesched.io/device-health"
+
+// AnnotationNodeDeviceHealth is the same list as reported from the node
+// itself (a node agent, or anything holding the kubelet's credentials):
+// it can only make a device worse. Each device counts at the worse of the
+// two annotations' states, so a compromised node can take its own devices
+// out of service but never return one the operator took out.
+const AnnotationNodeDeviceHealth = "node.hivesched.io/device-health"
 
 // parseDeviceHealth reads the annotation. Entries that do not parse are
 // returned as errors; the others still count.
@@ -110,9 +152,18 @@ type nodeDeviceInput struct {
 func nodeDevices(n *v1.Node, resource v1.ResourceName) (nodeDeviceInput, []string) {
 	var in nodeDeviceInput
 	var bad []string
-	if s, ok := n.Annotations[AnnotationDeviceHealth]; ok {
-		in.devices, bad = parseDeviceHealth(s)
+	for _, key := range []string{AnnotationDeviceHealth, AnnotationNodeDeviceHealth} {
+		s, ok := n.Annotations[key]
+		if !ok {
+			continue
+		}
+		devs, wrong := parseDeviceHealth(s)
+		for _, w := range wrong {
+			bad = append(bad, key+" "+w)
+		}
+		in.devices = append(in.devices, devs...)
 	}
+	in.devices = worstPerDevice(in.devices)
 	capQ, okC := n.Status.Capacity[resource]
 	allocQ, okA := n.Status.Allocatable[resource]
 	if okC && okA {
@@ -123,6 +174,33 @@ func nodeDevices(n *v1.Node, resource v1.ResourceName) (nodeDeviceInput, []strin
 		}
 	}
 	return in, bad
+}
+
+// worstPerDevice keeps, of the entries that name one device, the worst
+// state, and orders the entries from the best state to the worst: the core
+// applies them in order, so that where an untyped entry ("3") and a typed
+// one ("V100/3") name the same device the worse still counts.
+func worstPerDevice(devs []cellcore.DeviceStatus) []cellcore.DeviceStatus {
+	if len(devs) < 2 {
+		return devs
+	}
+	type key struct {
+		leafType string
+		index    int32
+	}
+	at := make(map[key]int, len(devs))
+	out := devs[:0:0]
+	for _, d := range devs {
+		k := key{d.LeafCellType, d.Index}
+		if i, seen := at[k]; seen {
+			out[i].Health = max(out[i].Health, d.Health)
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, d)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Health < out[j].Health })
+	return out
 }
 
 // foreignPod is a bound pod whose devices the core does not hold.
@@ -288,7 +366,7 @@ func (t *Tracker) apply(logger klog.Logger, node string) {
 func (t *Tracker) Node(logger klog.Logger, n *v1.Node) (changed bool, invalid string) {
 	in, bad := nodeDevices(n, t.resource)
 	if len(bad) > 0 {
-		invalid = fmt.Sprintf("annotation %s: entries not understood, ignored: %s", AnnotationDeviceHealth, strings.Join(bad, "; "))
+		invalid = "device health annotations: entries not understood, ignored: " + strings.Join(bad, "; ")
 		logger.Error(nil, invalid, "node", n.Name)
 	}
 	if !t.inputs.setNode(n.Name, in) {

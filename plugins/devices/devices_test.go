@@ -105,3 +105,43 @@ func TestForeignCountDoesNotWrap(t *testing.T) {
 	d.setForeign("b", "ns/b", "", 0)
 	require.EqualValues(t, 8, d.coreInput("n0").Foreign)
 }
+
+// Issue 28, finding 4: the operator's verdict is read from a label a
+// kubelet cannot touch (NodeRestriction) as well as from hivesched's own;
+// the worse counts, so a node that drops or rewrites hivesched.io/health
+// where no policy stops it still stays out of service.
+func TestOperatorVerdictLabels(t *testing.T) {
+	node := func(labels map[string]string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}}}
+	}
+	require.Equal(t, cellcore.NodeBad, NodeHealth(node(map[string]string{LabelHealthRestricted: "bad"})))
+	require.Equal(t, cellcore.NodeBad, NodeHealth(node(map[string]string{LabelHealthRestricted: "bad", LabelHealth: "good"})),
+		"the node relabelled itself good: the restricted verdict holds")
+	require.Equal(t, cellcore.NodeRetired, NodeHealth(node(map[string]string{LabelHealthRestricted: "bad", LabelHealth: "retired"})))
+	require.Equal(t, cellcore.NodeMaintenance, NodeHealth(node(map[string]string{LabelHealthRestricted: "maintenance", LabelHealth: "looping"})))
+	require.Equal(t, cellcore.NodeHealthy, NodeHealth(node(map[string]string{LabelHealthRestricted: "good"})))
+	require.Equal(t, cellcore.NodeHealthy, NodeHealth(node(map[string]string{LabelHealth: "fine"})), "an unknown word is no verdict")
+}
+
+// Issue 28, finding 4: devices the node reports itself can only get worse
+// than the operator says; each device counts at the worse state of the
+// two annotations.
+func TestNodeReportedDeviceHealthOnlyWorsens(t *testing.T) {
+	n := gpuNode(8, 8, "3=bad,5=maintenance")
+	n.Annotations[AnnotationNodeDeviceHealth] = "3=good,5=retired,6=looping,x"
+	in, bad := nodeDevices(n, "nvidia.com/gpu")
+	require.Equal(t, []cellcore.DeviceStatus{
+		{Index: 6, Health: cellcore.DeviceLooping},
+		{Index: 3, Health: cellcore.DeviceBad},
+		{Index: 5, Health: cellcore.DeviceRetired},
+	}, in.devices, "3 stays bad though the node says good; 5 gets worse; 6 is the node's own")
+	require.Len(t, bad, 1)
+	require.Contains(t, bad[0], AnnotationNodeDeviceHealth+` "x"`)
+
+	// An untyped and a typed entry for one device: the worse is applied last.
+	n = gpuNode(8, 8, "V100/2=bad")
+	n.Annotations[AnnotationNodeDeviceHealth] = "2=unknown"
+	in, _ = nodeDevices(n, "nvidia.com/gpu")
+	require.Equal(t, cellcore.DeviceBad, in.devices[len(in.devices)-1].Health)
+}

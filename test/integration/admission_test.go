@@ -90,7 +90,7 @@ func (c *cluster) as(t *testing.T, user string, groups ...string) kubernetes.Int
 func TestAdmissionPolicy(t *testing.T) {
 	// The policies ask the authorizer who the scheduler is: RBAC, as in a
 	// real cluster (AlwaysAllow would make everyone the scheduler).
-	c := startCluster(t, "--authorization-mode=Node,RBAC")
+	c := startCluster(t, "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction")
 	c.applyManifest(t, "manifests/scheduler/rbac.yaml")
 	c.createNodes(t, "adm", 1, 1, 0)
 	c.createNamespace(t, "adm")
@@ -180,26 +180,18 @@ func TestAdmissionPolicy(t *testing.T) {
 	})
 
 	t.Run("pods/status and pods/binding cannot change what the scheduler wrote (issue 28, 7)", func(t *testing.T) {
-		// A holder of the node-level rights (a kubelet's, say).
-		_, err := c.kube.RbacV1().Roles("adm").Create(t.Context(), &rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Name: "status-and-binding", Namespace: "adm"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods/status", "pods/binding"}, Verbs: []string{"get", "update", "patch", "create"}},
-				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}}},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		_, err = c.kube.RbacV1().RoleBindings("adm").Create(t.Context(), &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "mallory", Namespace: "adm"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "status-and-binding"},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "mallory"}},
-		}, metav1.CreateOptions{})
-		require.NoError(t, err)
+		// A holder of the node-level rights (a kubelet's, say); grant
+		// waits until the authorizer has seen the role.
+		c.grant(t, "adm", "mallory",
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/status", "pods/binding"}, Verbs: []string{"patch", "get", "update", "create"}},
+			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}})
 		mallory := c.as(t, "mallory")
 
 		job := gangPods("adm", "stat", "adm-vc", 1, 1, 8)
 		c.createPods(t, job)
 		c.waitBound(t, job, 30*time.Second)
 		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{hivesched.AnnotationPlacement: nil}}})
-		_, err = mallory.CoreV1().Pods("adm").Patch(t.Context(), job[0].Name, types.MergePatchType, b, metav1.PatchOptions{}, "status")
+		_, err := mallory.CoreV1().Pods("adm").Patch(t.Context(), job[0].Name, types.MergePatchType, b, metav1.PatchOptions{}, "status")
 		requireForbidden(t, err, "only the scheduler may change them (changed: hivesched.io/placement)")
 		b, _ = json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{hivesched.LabelVirtualCluster: "other"}}})
 		_, err = mallory.CoreV1().Pods("adm").Patch(t.Context(), job[0].Name, types.MergePatchType, b, metav1.PatchOptions{}, "status")
@@ -291,6 +283,60 @@ func TestAdmissionPolicy(t *testing.T) {
 		key := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hivesched.PlacementKeySecret, Namespace: "kube-system"}, Type: v1.SecretTypeOpaque, Data: map[string][]byte{"key": make([]byte, 32)}}
 		_, err = sched.CoreV1().Secrets("kube-system").Create(t.Context(), key, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		require.True(t, err == nil || apierrors.IsAlreadyExists(err), "the scheduler creates its key: %v", err)
+	})
+
+	t.Run("a node cannot lift its own quarantine (issue 28, 4)", func(t *testing.T) {
+		// A node outside the physical cluster: only the policies are
+		// under test here (devices_test.go has what hivesched reads).
+		const name = "adm-quarantined"
+		c.createNode(t, name, "nvidia.com/gpu", 8, true)
+		patchAs := func(cs kubernetes.Interface, subresource string, patch map[string]any) error {
+			b, _ := json.Marshal(patch)
+			var sub []string
+			if subresource != "" {
+				sub = []string{subresource}
+			}
+			_, err := cs.CoreV1().Nodes().Patch(t.Context(), name, types.MergePatchType, b, metav1.PatchOptions{}, sub...)
+			return err
+		}
+		meta := func(field string, kv map[string]any) map[string]any {
+			return map[string]any{"metadata": map[string]any{field: kv}}
+		}
+		// The operator's verdicts, set by the admin.
+		require.NoError(t, patchAs(c.kube, "", map[string]any{
+			"metadata": map[string]any{
+				"labels": map[string]any{hivesched.LabelHealth: "bad", "node-restriction.kubernetes.io/hivesched-health": "bad"},
+				"annotations": map[string]any{hivesched.AnnotationDeviceHealth: "3=bad"},
+			},
+			"spec": map[string]any{"unschedulable": true},
+		}))
+		node := c.as(t, "system:node:"+name, "system:nodes")
+		// The policy is enforced in the background after it is created:
+		// wait for the first refusal.
+		var err error
+		require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			err = patchAs(node, "", meta("labels", map[string]any{hivesched.LabelHealth: "good"}))
+			return err != nil, nil
+		}), "a node relabelled itself good")
+		requireForbidden(t, err, "label hivesched.io/health is the operator's verdict on this node")
+		requireForbidden(t, patchAs(node, "", meta("labels", map[string]any{hivesched.LabelHealth: nil})), "may not set, change or remove it")
+		requireForbidden(t, patchAs(node, "status", meta("labels", map[string]any{hivesched.LabelHealth: nil})), "operator's verdict")
+		requireForbidden(t, patchAs(node, "", meta("annotations", map[string]any{hivesched.AnnotationDeviceHealth: nil})),
+			"annotation hivesched.io/device-health is the operator's verdict on this node's devices")
+		requireForbidden(t, patchAs(node, "status", meta("annotations", map[string]any{hivesched.AnnotationDeviceHealth: ""})), "operator's verdict")
+		requireForbidden(t, patchAs(node, "", map[string]any{"spec": map[string]any{"unschedulable": false}}), "a node may not uncordon itself")
+		// NodeRestriction's own label prefix: refused by the API server
+		// whatever hivesched's policies say.
+		requireForbidden(t, patchAs(node, "", meta("labels", map[string]any{"node-restriction.kubernetes.io/hivesched-health": nil})), "is not allowed to modify labels")
+		// What the node may still do: report its own devices (they can
+		// only get worse) and its other labels.
+		require.NoError(t, patchAs(node, "", meta("annotations", map[string]any{"node.hivesched.io/device-health": "1=bad"})))
+		require.NoError(t, patchAs(node, "", meta("labels", map[string]any{"example.com/agent": "v2"})))
+		// The admin lifts the quarantine.
+		require.NoError(t, patchAs(c.kube, "", map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{hivesched.LabelHealth: nil}, "annotations": map[string]any{hivesched.AnnotationDeviceHealth: nil}},
+			"spec":     map[string]any{"unschedulable": false},
+		}))
 	})
 
 	t.Run("only a cluster admin or the scheduler may replace the placement key", func(t *testing.T) {

@@ -180,7 +180,7 @@ func TestDeviceHealthFromNodes(t *testing.T) {
 	// device plugin withdrew one GPU.
 	c.setNodeDevices(t, "dh-r0-n0", "2=looping, x=bad", 8)
 	c.setNodeDevices(t, "dh-r0-n1", "", 7)
-	c.nodeEvent(t, "dh-r0-n0", `DeviceHealthInvalid: annotation hivesched.io/device-health: entries not understood, ignored: "x=bad"`)
+	c.nodeEvent(t, "dh-r0-n0", `DeviceHealthInvalid: device health annotations: entries not understood, ignored: hivesched.io/device-health "x=bad"`)
 	st := c.waitVCStatus(t, "dh-a", func(st hv1.VirtualClusterStatus) bool { return st.LostLeafCells == 1 })
 	require.Zero(t, st.ForeignLeafCells)
 	cond := cellsLost(st)

@@ -225,7 +225,7 @@ func TestAdmissionManifests(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, policies, 4)
+	require.Len(t, policies, 5)
 	for name, p := range policies {
 		require.Equal(t, admissionv1.Fail, *p.Spec.FailurePolicy, name)
 		require.NotEmpty(t, p.Spec.Validations, name)
@@ -236,8 +236,13 @@ func TestAdmissionManifests(t *testing.T) {
 		for _, c := range p.Spec.MatchConditions {
 			conds += c.Expression
 		}
-		require.Contains(t, conds, "authorizer.group('hivesched.io')", name)
 		require.NotContains(t, conds, "system:serviceaccount:", name)
+		if name == "hivesched-node-verdicts" {
+			// It matches the nodes' own identities (issue 28, 4).
+			require.Equal(t, "'system:nodes' in request.userInfo.groups", conds)
+		} else {
+			require.Contains(t, conds, "authorizer.group('hivesched.io')", name)
+		}
 		b, ok := bindings[name]
 		require.True(t, ok, "policy %s has a binding", name)
 		require.Equal(t, []admissionv1.ValidationAction{admissionv1.Deny}, b.Spec.ValidationActions)
