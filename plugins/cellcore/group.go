@@ -22,8 +22,8 @@ type AffinityGroupSpec struct {
 	// Namespace the group's pods are in: the VC's limits for it apply
 	// (empty: none do).
 	Namespace string
-	// SpreadKey: groups of a Spread VC that share it go to different nodes
-	// as far as the VC's cells allow.
+	// SpreadKey: groups of a Spread VC and of one namespace that share it
+	// go to different nodes as far as the VC's cells allow.
 	SpreadKey            string
 	Priority             int32
 	LeafCellType         string // optional: only chains of this leaf type

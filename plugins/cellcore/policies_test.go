@@ -189,6 +189,32 @@ func TestSelectorSpread(t *testing.T) {
 	mustCheck(t, k)
 }
 
+// Issue 28, finding 12: a spread key is the namespace's own. Another
+// namespace of the VC that takes the same key on every node must not make
+// the namespace's replicas share one.
+func TestSpreadKeyIsPerNamespace(t *testing.T) {
+	k := newHealthyCore(t, clusterConfig(1, 3, 0)) // one rack of 3 nodes
+	spread := vcSpec("inf", "V100-NODE", 3)
+	spread.Selector = SelectorSpread
+	_, err := k.SetVirtualCluster(spread)
+	require.NoError(t, err)
+	keyed := func(name, ns string, gpus int32) AffinityGroupSpec {
+		g := ag(name, "inf", 0, 1, gpus)
+		g.Namespace, g.SpreadKey = ns, "web"
+		return g
+	}
+	// The other namespace takes the key on every node.
+	evil := map[string]bool{}
+	for _, n := range []string{"evil-1", "evil-2", "evil-3"} {
+		evil[nodesOf(vcPlace(t, k, keyed(n, "evil", 1)))[0]] = true
+	}
+	require.Len(t, evil, 3)
+	a := nodesOf(vcPlace(t, k, keyed("web-a", "good", 1)))[0]
+	b := nodesOf(vcPlace(t, k, keyed("web-b", "good", 1)))[0]
+	require.NotEqual(t, a, b, "the namespace's own replicas stay apart whatever another namespace labels")
+	mustCheck(t, k)
+}
+
 // RoundRobin: successive groups of equal shape start at rotating cells
 // among equally good ones; Pack keeps taking the first.
 func TestSelectorRoundRobin(t *testing.T) {

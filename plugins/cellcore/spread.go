@@ -104,7 +104,9 @@ func (k *Core) placeSpread(g *AffinityGroup) (bestPlan, bool) {
 	defer func() { s.spreadBase = avoid }()
 	if key := g.spec.SpreadKey; key != "" {
 		for _, o := range k.groups {
-			if o != g && o.spec.SpreadKey == key && o.spec.VirtualCluster == g.spec.VirtualCluster && holding(o.state) {
+			// A key is its namespace's own: another namespace of the
+			// VC taking it must not steer this one's groups together.
+			if o != g && o.spec.SpreadKey == key && o.spec.Namespace == g.spec.Namespace && o.spec.VirtualCluster == g.spec.VirtualCluster && holding(o.state) {
 				for _, pod := range o.placement {
 					for _, l := range pod {
 						avoid.add(l)

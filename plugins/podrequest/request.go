@@ -51,8 +51,8 @@ const (
 	// AnnotationLazyPreemption ("true") lets the gang be downgraded to
 	// opportunistic instead of being killed when preempted.
 	AnnotationLazyPreemption = "hivesched.io/lazy-preemption"
-	// LabelSpreadKey: in a VC whose selector is Spread, groups with the same
-	// value go to different nodes (then racks) as far as the VC's cells
+	// LabelSpreadKey: in a VC whose selector is Spread, groups of one
+	// namespace with the same value go to different nodes (then racks) as far as the VC's cells
 	// allow, like a group's own pods (inference replicas that must not
 	// share a failure domain).
 	LabelSpreadKey = "hivesched.io/spread-key"

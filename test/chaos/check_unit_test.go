@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/cmd/hivesched-sim/sim"
@@ -25,10 +26,15 @@ import (
 func sampleVCs() []hv1.VirtualCluster {
 	return []hv1.VirtualCluster{
 		{ObjectMeta: metav1.ObjectMeta{Name: "vc-vision"}, Spec: hv1.VirtualClusterSpec{AllowedNamespaces: []string{"vision"},
-			VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-RACK", CellNumber: 1}}, PinnedCells: []hv1.PinnedCellSpec{{PinnedCellID: "pinned-b3"}}}},
+			VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-RACK", CellNumber: 1}}, PinnedCells: []hv1.PinnedCellSpec{{PinnedCellID: "pinned-b3"}}, Limits: sampleLimits()}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "vc-speech"}, Spec: hv1.VirtualClusterSpec{AllowedNamespaces: []string{"speech"},
-			VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-RACK.V100-NODE", CellNumber: 3}, {CellType: "T4-NODE", CellNumber: 1}}}},
+			VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-RACK.V100-NODE", CellNumber: 3}, {CellType: "T4-NODE", CellNumber: 1}}, Limits: sampleLimits()}},
 	}
+}
+
+// sampleLimits bound every namespace's priority at 100, as the samples do.
+func sampleLimits() []hv1.NamespaceLimits {
+	return []hv1.NamespaceLimits{{Namespace: "*", MaxPriority: ptr.To[int32](100)}}
 }
 
 func testHarness(t *testing.T) *harness {
