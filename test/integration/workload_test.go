@@ -301,10 +301,10 @@ func TestPodGroupCycleChurn(t *testing.T) {
 // refused with an event that says what to write, holding no cells.
 func TestWorkloadGangs(t *testing.T) {
 	c := startWorkloadCluster(t)
-	c.createNodes(t, "wl", 1, 4, 0)
+	c.createNodes(t, "wl", 1, 4, 1)
 	c.createNamespace(t, "wl")
 	c.createVC(t, "wl-vc", []string{"wl"}, "V100-RACK", 1)
-	c.startScheduler(t, physicalCluster("wl", 1, 4, 0))
+	c.startScheduler(t, physicalCluster("wl", 1, 4, 1))
 
 	t.Run("VC on the Workload", func(t *testing.T) {
 		_, err := c.kube.SchedulingV1beta1().Workloads("wl").Create(t.Context(), &schedv1beta1.Workload{
@@ -380,6 +380,50 @@ func TestWorkloadGangs(t *testing.T) {
 		c.createPods(t, pods)
 		c.waitEvent(t, pods[0], "VirtualClusterRefused", 30*time.Second)
 		c.requireUnbound(t, pods, time.Second)
+		c.deletePods(t, pods)
+	})
+
+	t.Run("a Workload naming a VC the namespace may not use (issue 28, new inputs)", func(t *testing.T) {
+		c.createVC(t, "theirs-vc", []string{"someone-else"}, "V100-NODE", 1)
+		_, err := c.kube.SchedulingV1beta1().Workloads("wl").Create(t.Context(), &schedv1beta1.Workload{
+			ObjectMeta: metav1.ObjectMeta{Name: "steal-wl", Labels: map[string]string{hivesched.LabelVirtualCluster: "theirs-vc"}},
+			Spec: schedv1beta1.WorkloadSpec{PodGroupTemplates: []schedv1beta1.PodGroupTemplate{{
+				Name: "w", SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 1}},
+			}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		c.createPodGroup(t, "wl", "steal-wl-w", 1, nil, func(pg *schedv1beta1.PodGroup) {
+			pg.Spec.WorkloadRef = &schedv1beta1.WorkloadReference{WorkloadName: "steal-wl", TemplateName: "w"}
+		})
+		pods := workloadPods("wl", "steal-wl-w", "", 1, 8)
+		c.createPods(t, pods)
+		c.waitEvent(t, pods[0], "VirtualClusterRefused", 30*time.Second)
+		c.requireUnbound(t, pods, time.Second)
+		c.deletePods(t, pods)
+	})
+
+	t.Run("a PodGroup's priority above the namespace's limit (issue 28, new inputs)", func(t *testing.T) {
+		capVC := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: "capped-vc"}, Spec: hv1.VirtualClusterSpec{
+			AllowedNamespaces: []string{"wl"}, VirtualCells: []hv1.VirtualCellSpec{{CellType: "T4-NODE", CellNumber: 1}},
+			Limits: []hv1.NamespaceLimits{{Namespace: "*", MaxPriority: ptr.To[int32](10)}}}}
+		_, err := c.vc.HiveschedV1alpha1().VirtualClusters().Create(t.Context(), capVC, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.vc.HiveschedV1alpha1().VirtualClusters().Delete(context.Background(), "capped-vc", metav1.DeleteOptions{}) })
+		capped := map[string]string{hivesched.LabelVirtualCluster: "capped-vc"}
+		c.createPodGroup(t, "wl", "vip", 1, capped, func(pg *schedv1beta1.PodGroup) { pg.Spec.Priority = ptr.To[int32](500) })
+		c.createPodGroup(t, "wl", "vip-ann", 1, capped, func(pg *schedv1beta1.PodGroup) {
+			pg.Annotations = map[string]string{hivesched.AnnotationPriority: "500"}
+		})
+		pods := append(workloadPods("wl", "vip", "", 1, 1), workloadPods("wl", "vip-ann", "", 1, 1)...)
+		// The scheduler holds a pod group's pods to its priority (their
+		// PriorityClass would give it to them).
+		pods[0].Spec.Priority = ptr.To[int32](500)
+		c.createPods(t, pods)
+		for _, p := range pods {
+			c.waitEvent(t, p, "above the highest priority namespace wl may use in virtual cluster \"capped-vc\" (maxPriority 10)", 30*time.Second)
+		}
+		c.requireUnbound(t, pods, time.Second)
+		c.usedIs(t, "capped-vc", 0)
 		c.deletePods(t, pods)
 	})
 
