@@ -5,7 +5,7 @@ OUT     ?= _output
 # The binary is a kube-scheduler: Kubernetes derives its emulation version
 # from this stamp, which must therefore be the Kubernetes release it is built
 # from (go.mod); hivesched's own version is the pre-release part.
-KUBE_VERSION := $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null || echo v1.34.10)
+KUBE_VERSION := $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null || echo v1.37.2)
 VERSION ?= $(KUBE_VERSION)-hivesched.$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
