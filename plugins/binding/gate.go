@@ -116,11 +116,12 @@ type gateTicket struct {
 	admitted chan struct{} // closed on admission
 	timer    *time.Timer
 
-	// For the controller: when the turn was admitted, whether it had to
-	// wait for room (the limit held it back, so a higher limit would
+	// For the controller: when the turn came and was admitted, whether it
+	// had to wait for room (the limit held it back, so a higher limit would
 	// have been used), members of the turn binding now, and the fastest
 	// and slowest of their calls so far.
-	at         time.Time
+	arrived    time.Time // its first member reached the gate
+	at         time.Time // admitted
 	waited     bool
 	out        int
 	calls      int
@@ -222,7 +223,7 @@ func (g *Gate) Acquire(ctx context.Context, group string) error {
 	if t == nil {
 		want := g.expected[group].n
 		delete(g.expected, group)
-		t = &gateTicket{group: group, want: max(want, 1), admitted: make(chan struct{})}
+		t = &gateTicket{group: group, want: max(want, 1), admitted: make(chan struct{}), arrived: g.now()}
 		g.tickets[group] = t
 		g.queue = append(g.queue, t)
 		g.admitLocked()

@@ -224,31 +224,76 @@ func TestAdaptiveGateShrinksWhenLatencyRises(t *testing.T) {
 	checkDrained(t, g)
 }
 
+// oneByOne takes n gangs through the gate one at a time, each arriving
+// when the gate has room (no backlog), with the given latencies.
+func oneByOne(t *testing.T, g *Gate, clock *fakeClock, from, n int, took func() []time.Duration) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		f := newFlood(t, g, clock, 0, 8)
+		f.add(fmt.Sprintf("h%03d", i), 8)
+		f.finish(f.turn(8), took())
+	}
+}
+
 // A gang whose calls return further apart than the spread budget cuts the
-// limit even when the average latency is steady: the API server is
-// interleaving the gang's bindings with others'.
+// limit even when the average latency is steady, while nothing waits at the
+// gate: the API server is interleaving the gang's bindings with others',
+// and the gate has room to spare.
 func TestAdaptiveGateShrinksWhenAGangSpreads(t *testing.T) {
 	g, clock := adaptiveGate(8, 64)
-	f := newFlood(t, g, clock, 100, 8)
-	for i := 0; i < 40; i++ {
-		f.finish(f.turn(8), same(8, 40*time.Millisecond))
+	f := newFlood(t, g, clock, 40, 8)
+	f.drain() // flat latency, a backlog: up to the ceiling
+	if got := g.Stats().Limit; got != 64 {
+		t.Fatalf("limit %d, want 64", got)
 	}
-	high := g.Stats().Limit
 	// Same average (40 ms), but each gang's calls 10..70 ms apart: 60 ms
 	// spread, over the 50 ms budget.
-	for i := 0; i < 20; i++ {
-		f.finish(f.turn(8), spread(8, 10*time.Millisecond, 60*time.Millisecond))
-	}
-	if got := g.Stats().Limit; got >= high {
-		t.Fatalf("limit %d, want below %d after gangs spread over the budget (limits %v)", got, high, f.limits)
+	var limits []int
+	oneByOne(t, g, clock, 0, 20, func() []time.Duration {
+		limits = append(limits, g.Stats().Limit)
+		return spread(8, 10*time.Millisecond, 60*time.Millisecond)
+	})
+	if got := g.Stats().Limit; got != 8 {
+		t.Fatalf("limit %d, want the floor 8 after 20 gangs spread over the budget (limits %v)", got, limits)
 	}
 	// Within the budget (30 ms apart): no cut.
-	before := g.Stats().Limit
-	for i := 0; i < 20; i++ {
-		f.finish(f.turn(8), spread(8, 25*time.Millisecond, 30*time.Millisecond))
+	oneByOne(t, g, clock, 20, 20, func() []time.Duration { return spread(8, 25*time.Millisecond, 30*time.Millisecond) })
+	if got := g.Stats().Limit; got != 8 {
+		t.Fatalf("limit %d, want 8: gangs within the budget, nothing held back", got)
 	}
-	if got := g.Stats().Limit; got < before {
-		t.Fatalf("limit %d < %d after gangs within the budget (limits %v)", got, before, f.limits)
+	checkDrained(t, g)
+}
+
+// While pods wait at the gate longer than a call takes, the gate is the
+// bottleneck: the limit grows although the calls are slower than their
+// recent minimum (the API server is busy with others: a cut would only
+// lengthen the wait), holds when a gang's calls return apart, and is cut
+// only when the latency is far over its minimum (a flood).
+func TestAdaptiveGateBacklog(t *testing.T) {
+	g, clock := adaptiveGate(8, 64)
+	oneByOne(t, g, clock, 0, 5, func() []time.Duration { return same(8, 20*time.Millisecond) })
+	f := newFlood(t, g, clock, 100, 8)
+	// 3-4x the minimum: over latencyTolerance, under floodTolerance.
+	for i := 0; i < 10; i++ {
+		f.finish(f.turn(8), same(8, 70*time.Millisecond))
+	}
+	grown := g.Stats().Limit
+	if grown <= 8 {
+		t.Fatalf("limit %d, want grown while pods wait at the gate (limits %v)", grown, f.limits)
+	}
+	// Spread over the budget: hold.
+	for i := 0; i < 10; i++ {
+		f.finish(f.turn(8), spread(8, 40*time.Millisecond, 60*time.Millisecond))
+	}
+	if got := g.Stats().Limit; got != grown {
+		t.Fatalf("limit %d, want held at %d while gangs spread (limits %v)", got, grown, f.limits)
+	}
+	// A flood: 10x the minimum.
+	for i := 0; i < 10; i++ {
+		f.finish(f.turn(8), same(8, 200*time.Millisecond))
+	}
+	if got := g.Stats().Limit; got >= grown {
+		t.Fatalf("limit %d, want cut below %d in a flood (limits %v)", got, grown, f.limits)
 	}
 	f.drain()
 	checkDrained(t, g)
