@@ -21,6 +21,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// The bind gate's modes (HiveSchedArgs.BindGate).
+const (
+	// BindGateAdaptive: the limit follows the binding calls' latency
+	// between MinBindingPods and MaxBindingPods.
+	BindGateAdaptive = "Adaptive"
+	// BindGateFixed: the limit is MaxBindingPods.
+	BindGateFixed = "Fixed"
+)
+
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // HiveSchedArgs are the arguments of the HiveSched plugin (internal version).
@@ -46,9 +55,16 @@ type HiveSchedArgs struct {
 	VictimGracePeriodSeconds int64
 
 	// MaxBindingPods is how many of HiveSched's pods may have their binding
-	// API call in flight at once; whole gangs are let through in arrival
+	// API call in flight at once (BindGate Fixed) or the ceiling of the
+	// adaptive limit (Adaptive); whole gangs are let through in arrival
 	// order (plugins/binding/gate.go). 0: no limit.
 	MaxBindingPods int32
+
+	// BindGate: BindGateAdaptive or BindGateFixed (v1 documents it).
+	BindGate string
+
+	// MinBindingPods: the adaptive limit's floor.
+	MinBindingPods int32
 
 	// MaxBindAttempts: binding failures of a member in a row before its
 	// group goes back to Pending (v1 documents it).

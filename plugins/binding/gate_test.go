@@ -89,14 +89,14 @@ func TestBindGateAdmitsWholeGangsInOrder(t *testing.T) {
 
 	// Seven of a's bindings finish: 9 in flight, c (8) still does not fit.
 	for i := 0; i < 7; i++ {
-		g.Release()
+		g.Release("", 0)
 	}
 	held(t, "c (9 in flight)", c...)
 	// The last of a: 8 in flight, c fits, and then d (17 > 16) waits.
-	g.Release()
+	g.Release("", 0)
 	through(t, "c", c...)
 	held(t, "d (16 in flight)", d...)
-	g.Release()
+	g.Release("", 0)
 	through(t, "d", d...)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -113,14 +113,14 @@ func TestBindGateLargeGangGoesAlone(t *testing.T) {
 	big := gang(ctx, g, "big", 10)
 	waitQueued(t, g, 1)
 	held(t, "big (gate not empty)", big...)
-	g.Release()
-	g.Release()
+	g.Release("", 0)
+	g.Release("", 0)
 	through(t, "big (alone in an empty gate)", big...)
 	after := gang(ctx, g, "after", 1)
 	waitQueued(t, g, 1)
 	held(t, "after (10 in flight)", after...)
 	for i := 0; i < 10; i++ {
-		g.Release()
+		g.Release("", 0)
 	}
 	through(t, "after", after...)
 }
@@ -163,7 +163,7 @@ func TestBindGateCancelledWaiterLeavesTheQueue(t *testing.T) {
 		t.Fatal("a cancelled waiter was never let go")
 	}
 	waitQueued(t, g, 0)
-	g.Release()
+	g.Release("", 0)
 	through(t, "third, not blocked by the cancelled one", member(context.Background(), g, "third"))
 }
 
@@ -184,7 +184,7 @@ func TestBindGateConcurrent(t *testing.T) {
 					return
 				}
 				time.Sleep(100 * time.Microsecond) // the API call
-				g.Release()
+				g.Release("", 0)
 			}()
 		}
 	}
@@ -205,7 +205,7 @@ func TestBindGateOff(t *testing.T) {
 	if err := g.Acquire(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
-	g.Release()
+	g.Release("", 0)
 }
 
 // Announcements nobody takes up (every member failed before Bind) are

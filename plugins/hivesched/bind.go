@@ -17,6 +17,7 @@ import (
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/hivesched/hivesched/plugins/binding"
+	"github.com/hivesched/hivesched/plugins/metrics"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
@@ -190,7 +191,15 @@ func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if err := p.binds.gate.Acquire(ctx, s.group); err != nil {
 		return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: waiting for its gang's turn: %w", pod.Namespace, pod.Name, err))
 	}
-	defer p.binds.gate.Release()
+	// The gate learns from the call's own duration, not from the wait
+	// before it: that is the API server's latency (plugins/binding,
+	// gate_adaptive.go).
+	start := time.Now()
+	defer func() {
+		took := time.Since(start)
+		p.binds.gate.Release(s.group, took)
+		metrics.BindingCall(p.schedulerName, took)
+	}()
 	binding := &v1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: ann},
 		Target:     v1.ObjectReference{Kind: "Node", Name: nodeName},

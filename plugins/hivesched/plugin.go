@@ -145,8 +145,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		groups:        groupindex.New(resource),
 		devices:       devices.New(core, resource),
 		deleter:       binding.NewDeleter(h.ClientSet(), args.VictimGracePeriodSeconds),
-		binds:         binds{gate: binding.NewGate(int(args.MaxBindingPods)), retries: binding.NewRetries(int(args.MaxBindAttempts))},
-		cycles:        podGroupCycles{holds: newGroupHolds()},
+		binds: binds{gate: binding.NewGateWith(binding.GateConfig{Limit: int(args.MaxBindingPods), Adaptive: args.BindGate == config.BindGateAdaptive,
+			Floor: int(args.MinBindingPods), Logger: klog.FromContext(ctx).WithName("bindgate")}), retries: binding.NewRetries(int(args.MaxBindAttempts))},
+		cycles: podGroupCycles{holds: newGroupHolds()},
 	}
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
@@ -198,6 +199,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 	}
 	metrics.Register(p.schedulerName, core, p.recovery.Done, ctx.Done())
+	if p.binds.gate != nil {
+		metrics.RegisterBindGate(p.schedulerName, p.binds.gate.Stats, ctx.Done())
+	}
 	p.startInformers(ctx)
 	go p.records.Run(ctx)
 	go p.vcs.Run(ctx)

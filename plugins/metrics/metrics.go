@@ -93,6 +93,16 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"operation"})
 
+	bindingDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace: metricsNamespace,
+		Name:      "binding_duration_seconds",
+		Help: "Duration of HiveSched's binding API calls (the call alone, not the wait at the bind gate before it), by " +
+			"scheduler profile: what the adaptive bind gate follows.",
+		// 1 ms to about 16 s.
+		Buckets:        metrics.ExponentialBuckets(0.001, 2, 15),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"scheduler"})
+
 	clusterLeafCellsDesc = metrics.NewDesc(metricsNamespace+"_cluster_leaf_cells",
 		"Physical leaf cells (GPUs) by leaf cell type and state: total, free (schedulable and Free), used (by any group), "+
 			"opportunistic (used by opportunistic groups), reserved (by a preempting group), bad (bad, maintenance or retired hardware).",
@@ -116,17 +126,21 @@ var registerOnce sync.Once
 // view is empty: the leader reports): the scheduling path updates nothing
 // for them.
 func Register(scheduler string, core *cellcore.Core, recovered func() bool, done <-chan struct{}) {
-	registerOnce.Do(func() {
-		legacyregistry.MustRegister(placementDuration, preemptedGroups, preemptedPods, recoveryDuration, recoveredGroups, healthChanges,
-			bindFailures, bindGiveUps, internalErrors)
-		legacyregistry.CustomMustRegister(cellCollector)
-	})
+	registerAll()
 	in := &instance{name: scheduler, core: core, recovered: recovered}
 	cellCollector.add(in)
 	go func() {
 		<-done
 		cellCollector.remove(in)
 	}()
+}
+
+func registerAll() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(placementDuration, preemptedGroups, preemptedPods, recoveryDuration, recoveredGroups, healthChanges,
+			bindFailures, bindGiveUps, internalErrors, bindingDuration)
+		legacyregistry.CustomMustRegister(cellCollector, gateCollector)
+	})
 }
 
 // PlacementDecided records one decision of the core (Schedule), started at
@@ -266,3 +280,8 @@ func BindGivenUp(vc string) { bindGiveUps.WithLabelValues(vc).Inc() }
 // InternalError counts an error of the core in operation that is not a
 // refusal of the user's request.
 func InternalError(operation string) { internalErrors.WithLabelValues(operation).Inc() }
+
+// BindingCall records one binding API call of scheduler that took d.
+func BindingCall(scheduler string, d time.Duration) {
+	bindingDuration.WithLabelValues(scheduler).Observe(d.Seconds())
+}

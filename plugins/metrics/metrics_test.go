@@ -1,12 +1,14 @@
 package metrics
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/hivesched/hivesched/plugins/binding"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 )
 
@@ -65,4 +67,31 @@ func TestCellGauges(t *testing.T) {
 	BindFailed("vc")
 	BindGivenUp("vc")
 	InternalError("schedule")
+}
+
+// The bind gate's gauges are read from a registered gate at scrape time,
+// and no longer once its context ends.
+func TestBindGateGauges(t *testing.T) {
+	g := binding.NewGateWith(binding.GateConfig{Limit: 64, Adaptive: true, Floor: 8})
+	done := make(chan struct{})
+	RegisterBindGate("gate-scheduler", g.Stats, done)
+	for bound, want := range map[string]float64{"current": 8, "floor": 8, "ceiling": 64} {
+		v, ok := gauge(t, "hivesched_bind_gate_limit", map[string]string{"scheduler": "gate-scheduler", "bound": bound})
+		require.True(t, ok, bound)
+		require.Equal(t, want, v, bound)
+	}
+	require.NoError(t, g.Acquire(context.Background(), "a"))
+	v, ok := gauge(t, "hivesched_bind_gate_pods", map[string]string{"scheduler": "gate-scheduler", "state": "in_flight"})
+	require.True(t, ok)
+	require.Equal(t, 1.0, v)
+	g.Release("a", 30*time.Millisecond)
+	v, ok = gauge(t, "hivesched_bind_gate_latency_seconds", map[string]string{"scheduler": "gate-scheduler", "kind": "smoothed"})
+	require.True(t, ok)
+	require.InDelta(t, 0.03, v, 1e-9)
+	BindingCall("gate-scheduler", 30*time.Millisecond)
+	close(done)
+	require.Eventually(t, func() bool {
+		_, ok := gauge(t, "hivesched_bind_gate_limit", map[string]string{"scheduler": "gate-scheduler", "bound": "current"})
+		return !ok
+	}, 5*time.Second, 10*time.Millisecond, "gone with its instance")
 }

@@ -120,6 +120,10 @@ func render(dir string) (string, error) {
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-gate64-%d.yaml", n)), withHiveArg(schedulerConfig(n, true), "maxBindingPods", 64)); err != nil {
 			return "", err
 		}
+		gate16 := withHiveArg(withHiveArg(schedulerConfig(n, true), "maxBindingPods", 16), "bindGate", "Fixed")
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-gate16-%d.yaml", n)), gate16); err != nil {
+			return "", err
+		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-inspected-%d.yaml", n)), withInspectAPI(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}

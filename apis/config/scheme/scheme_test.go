@@ -107,7 +107,9 @@ profiles:
 		PermitWaitingTimeSeconds:      30,                // explicitly set
 		StatusUpdateIntervalSeconds:   5,                 // defaulted
 		VictimGracePeriodSeconds:      30,                // defaulted
-		MaxBindingPods:                16,                // defaulted
+		MaxBindingPods:                128,               // defaulted
+		BindGate:                      "Adaptive",        // defaulted
+		MinBindingPods:                8,                 // defaulted
 		MaxBindAttempts:               3,                 // defaulted
 		InspectBindAddress:            "127.0.0.1:10262", // defaulted
 		LeafCellResourceName:          "nvidia.com/gpu",
@@ -134,7 +136,9 @@ profiles:
 		PermitWaitingTimeSeconds:      60,
 		StatusUpdateIntervalSeconds:   5,
 		VictimGracePeriodSeconds:      30,
-		MaxBindingPods:                16,
+		MaxBindingPods:                128,
+		BindGate:                      "Adaptive",
+		MinBindingPods:                8,
 		MaxBindAttempts:               3,
 		InspectBindAddress:            "127.0.0.1:10262",
 		LeafCellResourceName:          "nvidia.com/gpu",

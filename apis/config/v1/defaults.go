@@ -23,15 +23,26 @@ const (
 	DefaultStatusUpdateIntervalSeconds int64 = 5
 	// DefaultVictimGracePeriodSeconds is the default VictimGracePeriodSeconds.
 	DefaultVictimGracePeriodSeconds int64 = 30
-	// DefaultMaxBindingPods is the default MaxBindingPods: two gangs of 8
-	// in flight. A gang's members land apart by about the API server's
+	// DefaultMaxBindingPods is the default MaxBindingPods with BindGate
+	// Adaptive: the ceiling the limit moves under. Above the depth a busy
+	// API server of test/perf keeps in steady state (35-50 bindings in
+	// flight at 350 pods/s), with room for a bigger one, and far below the
+	// floods of 1000 and more that make a gang's bindings land seconds
+	// apart (docs/perf.md, "Bind spread" and "The adaptive bind gate").
+	DefaultMaxBindingPods int32 = 128
+	// DefaultFixedMaxBindingPods is the default MaxBindingPods with
+	// BindGate Fixed (the default before the adaptive gate): two gangs of
+	// 8 in flight. A gang's members land apart by about the API server's
 	// latency variance at the depth it is kept at: in test/perf (500 and
 	// 5000 nodes, Gangs8x1) 16 kept the bind spread p99 at 43-64 ms with
 	// throughput equal to or above 64's and no gate's; 64 gave 93-209 ms.
 	// The cost: while pods are created faster than the API server binds
 	// them, they wait here instead of in the API server (docs/perf.md,
 	// "Bind spread").
-	DefaultMaxBindingPods int32 = 16
+	DefaultFixedMaxBindingPods int32 = 16
+	// DefaultMinBindingPods is the default MinBindingPods: the adaptive
+	// limit never goes below one gang of 8 at a time.
+	DefaultMinBindingPods int32 = 8
 	// DefaultMaxBindAttempts is the default MaxBindAttempts: enough for an
 	// API server restart or a conflict to pass (the framework backs a pod
 	// off 1 s, then 2 s), few enough that a gang is not held partly bound
@@ -59,9 +70,25 @@ func SetDefaults_HiveSchedArgs(obj *HiveSchedArgs) { //nolint:revive,stylecheck 
 		v := DefaultVictimGracePeriodSeconds
 		obj.VictimGracePeriodSeconds = &v
 	}
+	if obj.BindGate == nil {
+		// A configuration written before bindGate existed that sets
+		// maxBindingPods asked for that fixed limit: it keeps it.
+		v := BindGateAdaptive
+		if obj.MaxBindingPods != nil {
+			v = BindGateFixed
+		}
+		obj.BindGate = &v
+	}
 	if obj.MaxBindingPods == nil {
 		v := DefaultMaxBindingPods
+		if *obj.BindGate == BindGateFixed {
+			v = DefaultFixedMaxBindingPods
+		}
 		obj.MaxBindingPods = &v
+	}
+	if obj.MinBindingPods == nil {
+		v := DefaultMinBindingPods
+		obj.MinBindingPods = &v
 	}
 	if obj.MaxBindAttempts == nil {
 		v := DefaultMaxBindAttempts

@@ -38,7 +38,9 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				PermitWaitingTimeSeconds:      ptr.To[int64](60),
 				StatusUpdateIntervalSeconds:   ptr.To[int64](5),
 				VictimGracePeriodSeconds:      ptr.To[int64](30),
-				MaxBindingPods:                ptr.To[int32](16),
+				MaxBindingPods:                ptr.To[int32](128),
+				BindGate:                      ptr.To("Adaptive"),
+				MinBindingPods:                ptr.To[int32](8),
 				MaxBindAttempts:               ptr.To[int32](3),
 				InspectBindAddress:            ptr.To("127.0.0.1:10262"),
 				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
@@ -53,7 +55,9 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				PermitWaitingTimeSeconds:      ptr.To[int64](60),
 				StatusUpdateIntervalSeconds:   ptr.To[int64](5),
 				VictimGracePeriodSeconds:      ptr.To[int64](30),
-				MaxBindingPods:                ptr.To[int32](16),
+				MaxBindingPods:                ptr.To[int32](128),
+				BindGate:                      ptr.To("Adaptive"),
+				MinBindingPods:                ptr.To[int32](8),
 				MaxBindAttempts:               ptr.To[int32](3),
 				InspectBindAddress:            ptr.To("127.0.0.1:10262"),
 				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
@@ -79,6 +83,8 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				StatusUpdateIntervalSeconds:   ptr.To[int64](30),
 				VictimGracePeriodSeconds:      ptr.To[int64](0),
 				MaxBindingPods:                ptr.To[int32](0),
+				BindGate:                      ptr.To("Fixed"),
+				MinBindingPods:                ptr.To[int32](8),
 				MaxBindAttempts:               ptr.To[int32](7),
 				InspectBindAddress:            ptr.To(""),
 				LeafCellResourceName:          ptr.To("amd.com/gpu"),
@@ -98,7 +104,9 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				PermitWaitingTimeSeconds:      ptr.To[int64](60),
 				StatusUpdateIntervalSeconds:   ptr.To[int64](5),
 				VictimGracePeriodSeconds:      ptr.To[int64](30),
-				MaxBindingPods:                ptr.To[int32](16),
+				MaxBindingPods:                ptr.To[int32](128),
+				BindGate:                      ptr.To("Adaptive"),
+				MinBindingPods:                ptr.To[int32](8),
 				MaxBindAttempts:               ptr.To[int32](3),
 				InspectBindAddress:            ptr.To("127.0.0.1:10262"),
 				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
@@ -111,6 +119,33 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			SetDefaults_HiveSchedArgs(tc.in)
 			assert.Equal(t, tc.want, tc.in)
+		})
+	}
+}
+
+// The bind gate's mode and limits: adaptive by default, and a configuration
+// from before bindGate existed that sets maxBindingPods keeps its fixed
+// limit.
+func TestSetDefaultsBindGate(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       *HiveSchedArgs
+		gate     string
+		max, min int32
+	}{
+		{name: "nothing set: adaptive under 128", in: &HiveSchedArgs{}, gate: "Adaptive", max: 128, min: 8},
+		{name: "maxBindingPods alone: fixed, as before", in: &HiveSchedArgs{MaxBindingPods: ptr.To[int32](32)}, gate: "Fixed", max: 32, min: 8},
+		{name: "maxBindingPods 0 alone: no gate", in: &HiveSchedArgs{MaxBindingPods: ptr.To[int32](0)}, gate: "Fixed", max: 0, min: 8},
+		{name: "fixed alone: the old default 16", in: &HiveSchedArgs{BindGate: ptr.To("Fixed")}, gate: "Fixed", max: 16, min: 8},
+		{name: "adaptive with a ceiling and a floor", in: &HiveSchedArgs{BindGate: ptr.To("Adaptive"), MaxBindingPods: ptr.To[int32](64), MinBindingPods: ptr.To[int32](16)},
+			gate: "Adaptive", max: 64, min: 16},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			SetDefaults_HiveSchedArgs(tc.in)
+			assert.Equal(t, tc.gate, *tc.in.BindGate)
+			assert.Equal(t, tc.max, *tc.in.MaxBindingPods)
+			assert.Equal(t, tc.min, *tc.in.MinBindingPods)
 		})
 	}
 }

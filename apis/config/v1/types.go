@@ -21,6 +21,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// The bind gate's modes (HiveSchedArgs.BindGate).
+const (
+	// BindGateAdaptive: the limit follows the binding calls' latency
+	// between MinBindingPods and MaxBindingPods.
+	BindGateAdaptive = "Adaptive"
+	// BindGateFixed: the limit is MaxBindingPods.
+	BindGateFixed = "Fixed"
+)
+
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // HiveSchedArgs are the arguments of the HiveSched plugin, given in
@@ -51,14 +60,32 @@ type HiveSchedArgs struct {
 	VictimGracePeriodSeconds *int64 `json:"victimGracePeriodSeconds,omitempty"`
 
 	// MaxBindingPods is how many of HiveSched's pods may have their binding
-	// API call in flight at once. Whole gangs are let through, in the order
-	// they passed Permit, while their members fit (a gang larger than the
-	// limit goes alone): a gang's bindings then reach an API server that is
-	// not flooded, and its members are bound together instead of seconds
-	// apart. Defaults to 16; 0 means no limit (every pod binds as soon as
-	// Permit lets it go, as the framework does); at most 10000.
+	// API call in flight at once: with BindGate Fixed the limit, with
+	// Adaptive the ceiling the limit moves under. Whole gangs are let
+	// through, in the order they passed Permit, while their members fit (a
+	// gang larger than the limit goes alone): a gang's bindings then reach
+	// an API server that is not flooded, and its members are bound together
+	// instead of seconds apart. Defaults to 128 with BindGate Adaptive and
+	// to 16 with Fixed; 0 means no limit (every pod binds as soon as Permit
+	// lets it go, as the framework does), whatever BindGate says; at most
+	// 10000.
 	// +optional
 	MaxBindingPods *int32 `json:"maxBindingPods,omitempty"`
+
+	// BindGate is how the bind gate's limit is chosen: "Adaptive" (the
+	// limit follows the binding calls' latency, between MinBindingPods and
+	// MaxBindingPods: it grows while the calls come back as fast as
+	// before and a gang's calls close together, and is cut when they slow
+	// down or a gang's calls return apart) or "Fixed" (MaxBindingPods).
+	// Defaults to Adaptive, except when MaxBindingPods is set and BindGate
+	// is not: then Fixed, as before BindGate existed.
+	// +optional
+	BindGate *string `json:"bindGate,omitempty"`
+
+	// MinBindingPods is the adaptive limit's floor (BindGate Adaptive;
+	// clamped to MaxBindingPods). Defaults to 8; from 1 to 10000.
+	// +optional
+	MinBindingPods *int32 `json:"minBindingPods,omitempty"`
 
 	// MaxBindAttempts bounds how often a member of an affinity group is
 	// bound before the scheduler gives up on the group's placement. A

@@ -116,6 +116,12 @@ func autoConvert_v1_HiveSchedArgs_To_config_HiveSchedArgs(in *HiveSchedArgs, out
 	if err := metav1.Convert_Pointer_int32_To_int32(&in.MaxBindingPods, &out.MaxBindingPods, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_string_To_string(&in.BindGate, &out.BindGate, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_Pointer_int32_To_int32(&in.MinBindingPods, &out.MinBindingPods, s); err != nil {
+		return err
+	}
 	if err := metav1.Convert_Pointer_int32_To_int32(&in.MaxBindAttempts, &out.MaxBindAttempts, s); err != nil {
 		return err
 	}
@@ -153,6 +159,12 @@ func autoConvert_config_HiveSchedArgs_To_v1_HiveSchedArgs(in *config.HiveSchedAr
 		return err
 	}
 	if err := metav1.Convert_int32_To_Pointer_int32(&in.MaxBindingPods, &out.MaxBindingPods, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_string_To_Pointer_string(&in.BindGate, &out.BindGate, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int32_To_Pointer_int32(&in.MinBindingPods, &out.MinBindingPods, s); err != nil {
 		return err
 	}
 	if err := metav1.Convert_int32_To_Pointer_int32(&in.MaxBindAttempts, &out.MaxBindAttempts, s); err != nil {

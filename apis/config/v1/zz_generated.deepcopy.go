@@ -68,6 +68,16 @@ func (in *HiveSchedArgs) DeepCopyInto(out *HiveSchedArgs) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.BindGate != nil {
+		in, out := &in.BindGate, &out.BindGate
+		*out = new(string)
+		**out = **in
+	}
+	if in.MinBindingPods != nil {
+		in, out := &in.MinBindingPods, &out.MinBindingPods
+		*out = new(int32)
+		**out = **in
+	}
 	if in.MaxBindAttempts != nil {
 		in, out := &in.MaxBindAttempts, &out.MaxBindAttempts
 		*out = new(int32)

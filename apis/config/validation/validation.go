@@ -77,6 +77,18 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 		allErrs = append(allErrs, field.Invalid(path.Child("maxBindingPods"),
 			v, fmt.Sprintf("must be from 0 (no limit) to %d", MaxMaxBindingPods)))
 	}
+	// Args that did not go through v1's defaulting (built in Go) have
+	// neither: "" is Fixed (maxBindingPods as it is) and 0 the default floor.
+	switch args.BindGate {
+	case config.BindGateAdaptive, config.BindGateFixed, "":
+	default:
+		allErrs = append(allErrs, field.NotSupported(path.Child("bindGate"), args.BindGate,
+			[]string{config.BindGateAdaptive, config.BindGateFixed}))
+	}
+	if v := args.MinBindingPods; v < 0 || v > MaxMaxBindingPods {
+		allErrs = append(allErrs, field.Invalid(path.Child("minBindingPods"),
+			v, fmt.Sprintf("must be from 1 to %d", MaxMaxBindingPods)))
+	}
 	if v := args.MaxBindAttempts; v < 1 || v > MaxMaxBindAttempts {
 		allErrs = append(allErrs, field.Invalid(path.Child("maxBindAttempts"),
 			v, fmt.Sprintf("must be from 1 to %d", MaxMaxBindAttempts)))

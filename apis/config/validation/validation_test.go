@@ -105,6 +105,25 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 		{name: "victim grace period at the cap", mutate: func(a *config.HiveSchedArgs) { a.VictimGracePeriodSeconds = 3600 }},
 		{name: "no binding limit", mutate: func(a *config.HiveSchedArgs) { a.MaxBindingPods = 0 }},
 		{name: "binding limit at the cap", mutate: func(a *config.HiveSchedArgs) { a.MaxBindingPods = 10000 }},
+		{name: "adaptive bind gate", mutate: func(a *config.HiveSchedArgs) {
+			a.BindGate, a.MaxBindingPods, a.MinBindingPods = config.BindGateAdaptive, 128, 8
+		}},
+		{name: "fixed bind gate", mutate: func(a *config.HiveSchedArgs) { a.BindGate, a.MaxBindingPods = config.BindGateFixed, 16 }},
+		{
+			name:     "unknown bind gate",
+			mutate:   func(a *config.HiveSchedArgs) { a.BindGate = "Auto" },
+			wantErrs: []string{`args.bindGate: Unsupported value: "Auto": supported values: "Adaptive", "Fixed"`},
+		},
+		{
+			name:     "negative adaptive floor",
+			mutate:   func(a *config.HiveSchedArgs) { a.MinBindingPods = -1 },
+			wantErrs: []string{"args.minBindingPods: Invalid value: -1: must be from 1 to 10000"},
+		},
+		{
+			name:     "adaptive floor over the cap",
+			mutate:   func(a *config.HiveSchedArgs) { a.MinBindingPods = 10001 },
+			wantErrs: []string{"args.minBindingPods: Invalid value: 10001: must be from 1 to 10000"},
+		},
 		{
 			name:     "negative binding limit",
 			mutate:   func(a *config.HiveSchedArgs) { a.MaxBindingPods = -1 },
