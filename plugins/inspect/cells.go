@@ -7,6 +7,7 @@ import (
 
 	iv1 "github.com/hivesched/hivesched/apis/inspect/v1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/virtualclusters"
 )
 
 // cellIDs names each record by its path (chain/address/.../address, as
@@ -119,16 +120,24 @@ func (s *Server) virtualClusters(name string) []iv1.VirtualCluster {
 		return nil
 	}
 	// Physical cells bound to each VC (as wholes): a copy of each VC's
-	// cells.
+	// cells, which also counts its lent cells.
 	type levelKey struct {
 		vc, chain string
 		level     int
 	}
 	bound := map[levelKey][]string{}
 	pinnedAt := map[string]string{}
+	breakdown := map[string]virtualclusters.Breakdown{}
+	statuses := map[string]cellcore.VirtualClusterStatus{}
 	var recs []cellcore.CellRecord
 	for n := range infos {
+		st, ok := s.core.VirtualClusterStatus(n)
+		if !ok {
+			continue
+		}
+		statuses[n] = st
 		recs = s.core.CellRecords(recs, n, "")
+		breakdown[n] = virtualclusters.LeafBreakdown(st, virtualclusters.CountLeafUse(recs)[n])
 		ids := cellIDs(recs)
 		for i := range recs {
 			r := &recs[i]
@@ -151,26 +160,49 @@ func (s *Server) virtualClusters(name string) []iv1.VirtualCluster {
 	out := make([]iv1.VirtualCluster, 0, len(names))
 	for _, n := range names {
 		v := iv1.VirtualCluster{Name: n, State: infos[n], Cells: []iv1.VirtualCells{}, AffinityGroups: map[string]int{}}
-		if st, ok := s.core.VirtualClusterStatus(n); ok {
+		if st, ok := statuses[n]; ok {
 			for _, c := range st.Cells {
 				v.Cells = append(v.Cells, iv1.VirtualCells{Chain: c.Chain, CellType: c.CellType, Level: c.Level, Total: c.Total, Bound: c.Bound,
 					Physical: bound[levelKey{n, c.Chain, c.Level}]})
-				v.LeafCells.Total += c.LeafCells
-				v.LeafCells.Used += c.UsedLeafCells
-				v.LeafCells.Free += c.FreeLeafCells
 			}
 			for _, c := range st.PinnedCells {
 				v.PinnedCells = append(v.PinnedCells, iv1.PinnedCell{ID: c.PinnedCellID, CellType: c.CellType, Physical: pinnedAt[c.PinnedCellID]})
-				v.LeafCells.Total += c.LeafCells
-				v.LeafCells.Used += c.UsedLeafCells
-				v.LeafCells.Free += c.FreeLeafCells
 			}
-			v.LeafCells.Opportunistic = st.OpportunisticLeafCells
+			v.LeafCells = leafCounts(st, breakdown[n])
 			for s, k := range st.AffinityGroups {
 				v.AffinityGroups[s.String()] = k
 			}
 		}
 		out = append(out, v)
+	}
+	return out
+}
+
+func leafCounts(st cellcore.VirtualClusterStatus, b virtualclusters.Breakdown) iv1.LeafCounts {
+	return iv1.LeafCounts{Total: b.Total, Used: b.Used, Free: b.Free, Lent: b.Lent, Unavailable: b.Unavailable, Reserved: b.Reserved,
+		Lost: st.LostLeafCells, Opportunistic: st.OpportunisticLeafCells}
+}
+
+// leafCounts counts every VC's leaf cells for the history, from one copy
+// of the whole tree.
+func (s *Server) leafCounts() map[string]iv1.LeafCounts {
+	infos := s.vcs.States("")
+	out := make(map[string]iv1.LeafCounts, len(infos))
+	if len(infos) == 0 {
+		return out
+	}
+	buf := recordBufs.Get().(*[]cellcore.CellRecord)
+	recs := s.core.CellRecords(*buf, "", "")
+	defer func() {
+		clear(recs)
+		*buf = recs[:0]
+		recordBufs.Put(buf)
+	}()
+	use := virtualclusters.CountLeafUse(recs)
+	for n := range infos {
+		if st, ok := s.core.VirtualClusterStatus(n); ok {
+			out[n] = leafCounts(st, virtualclusters.LeafBreakdown(st, use[n]))
+		}
 	}
 	return out
 }

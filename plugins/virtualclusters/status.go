@@ -132,6 +132,9 @@ func (r *Registry) vcStatus(vc *hv1.VirtualCluster, rejected string) hv1.Virtual
 	st.DowngradedGroups = int32(cs.DowngradedGroups)
 	st.OpportunisticLeafCells = cs.OpportunisticLeafCells
 	st.LostLeafCells, st.ForeignLeafCells = cs.LostLeafCells, cs.ForeignLeafCells
+	// The cells neither used nor free, named so that the columns add up.
+	b := LeafBreakdown(cs, CountLeafUse(r.core.CellRecords(nil, vc.Name, ""))[vc.Name])
+	st.LentLeafCells, st.UnavailableLeafCells = b.Lent, b.Unavailable
 	apimeta.SetStatusCondition(&st.Conditions, r.cellsLostCondition(vc, cs))
 	sort.Slice(st.Cells, func(i, j int) bool { return st.Cells[i].CellType < st.Cells[j].CellType })
 	st.AffinityGroups = hv1.AffinityGroupCounts{
