@@ -90,8 +90,11 @@ func (s *Server) cellMap() iv1.CellMap {
 	}
 
 	chains := map[string]int{}
-	// Per record above node level: its index among the chain's Cells.
+	// Per record above node level: its index among the chain's Cells and
+	// its ID (a node's is its parent's and its address).
 	cellAt := make([]int, len(recs))
+	cellID := make([]string, len(recs))
+	var leaves []byte // the node's codes being written
 	var ch *iv1.MapChain
 	var node *iv1.MapNode
 	pending := 0 // levels between node and leaf that began since the last leaf
@@ -115,41 +118,57 @@ func (s *Server) cellMap() iv1.CellMap {
 				parent = cellAt[r.Parent]
 			}
 			cellAt[i] = len(ch.Cells)
+			cellID[i] = childID(recs, cellID, i)
 			vc := -1
 			if r.BindingRoot {
 				vc = vcOf(r.VirtualCluster)
 			}
-			ch.Cells = append(ch.Cells, iv1.MapCell{ID: id(recs, i), Level: r.Level(), Address: r.Address(), Parent: parent, VC: vc})
+			ch.Cells = append(ch.Cells, iv1.MapCell{ID: cellID[i], Level: r.Level(), Address: r.Address(), Parent: parent, VC: vc})
 		case parentIsAbove:
 			parent := -1
 			if r.Parent >= 0 {
 				parent = cellAt[r.Parent]
 			}
-			ch.Nodes = append(ch.Nodes, iv1.MapNode{Name: r.Node(), ID: id(recs, i), Parent: parent, Health: r.Health,
+			if node != nil {
+				node.Leaves = string(leaves)
+			}
+			ch.Nodes = append(ch.Nodes, iv1.MapNode{Name: r.Node(), ID: childID(recs, cellID, i), Parent: parent, Health: r.Health,
 				VC: vcOf(r.VirtualCluster), Pinned: r.PinnedCellID, Owners: make([]int, 0, r.Leaves), Indices: make([]int32, 0, r.Leaves)})
 			node = &ch.Nodes[len(ch.Nodes)-1]
-			pending = 0
+			leaves, pending = leaves[:0], 0
 			if r.Level() == 1 { // a node that is one leaf
-				addLeaf(node, r, &pending, vcOf, ownerOf)
+				leaves = addLeaf(node, leaves, r, &pending, vcOf, ownerOf)
 			}
 		default:
 			if r.Level() == 1 {
-				addLeaf(node, r, &pending, vcOf, ownerOf)
+				leaves = addLeaf(node, leaves, r, &pending, vcOf, ownerOf)
 			} else if len(node.Owners) > 0 {
 				pending++
 			}
 		}
 	}
+	if node != nil {
+		node.Leaves = string(leaves)
+	}
 	return out
 }
 
-func addLeaf(node *iv1.MapNode, r *cellcore.CellRecord, pending *int, vcOf func(string) int, ownerOf func(string) int) {
-	code := leafCode(r)
-	if *pending > 0 {
-		node.Leaves += strings.Repeat(" ", *pending)
-		*pending = 0
+// childID is record i's ID from its parent's (in ids, for records above
+// node level).
+func childID(recs []cellcore.CellRecord, ids []string, i int) string {
+	r := &recs[i]
+	if r.Parent < 0 {
+		return r.Chain() + "/" + r.Address()
 	}
-	node.Leaves += string(code)
+	return ids[r.Parent] + "/" + r.Address()
+}
+
+func addLeaf(node *iv1.MapNode, leaves []byte, r *cellcore.CellRecord, pending *int, vcOf func(string) int, ownerOf func(string) int) []byte {
+	code := leafCode(r)
+	for ; *pending > 0; *pending-- {
+		leaves = append(leaves, ' ')
+	}
+	leaves = append(leaves, code)
 	owner := vcOf(r.VirtualCluster)
 	switch code {
 	case 'o':
@@ -165,6 +184,7 @@ func addLeaf(node *iv1.MapNode, r *cellcore.CellRecord, pending *int, vcOf func(
 	}
 	node.Owners = append(node.Owners, owner)
 	node.Indices = append(node.Indices, r.Index())
+	return leaves
 }
 
 // id is record i's cell ID (chain/address/.../address), from its ancestors.

@@ -265,11 +265,10 @@ func (s *Server) Handler() http.Handler {
 		reply(w, http.StatusOK, redactCells(cells, viewerOf(r)))
 	})
 	mux.HandleFunc("GET "+iv1.PathPrefix+"cellmap", func(w http.ResponseWriter, r *http.Request) {
-		e := s.cache.get("cellmap", TreeCacheTTL, func() any { return encodeCellMap(s.cellMap()) }).(*encoded)
-		e.serve(w, r)
+		s.cache.get("cellmap", TreeCacheTTL, func() any { return encodeCellMap(s.cellMap()) }).(*encoded).serve(w, r)
 	})
 	mux.HandleFunc("GET "+iv1.PathPrefix+"virtualclusters", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, http.StatusOK, s.cache.get("virtualclusters", TreeCacheTTL, func() any { return s.virtualClusters("") }))
+		s.cache.get("virtualclusters", TreeCacheTTL, func() any { return encodeJSON(s.virtualClusters("")) }).(*encoded).serve(w, r)
 	})
 	mux.HandleFunc("GET "+iv1.PathPrefix+"virtualclusters/{name}", func(w http.ResponseWriter, r *http.Request) {
 		vcs := s.virtualClusters(r.PathValue("name"))
@@ -285,8 +284,19 @@ func (s *Server) Handler() http.Handler {
 		if all {
 			key += "?all=true"
 		}
-		groups := s.cache.get(key, TreeCacheTTL, func() any { return s.groupList(all) }).([]iv1.AffinityGroup)
-		reply(w, http.StatusOK, s.visibleGroups(groups, viewerOf(r)))
+		type answer struct {
+			groups []iv1.AffinityGroup
+			json   *encoded
+		}
+		a := s.cache.get(key, TreeCacheTTL, func() any {
+			g := s.groupList(all)
+			return answer{groups: g, json: encodeJSON(g)}
+		}).(answer)
+		if v := viewerOf(r); !v.all {
+			reply(w, http.StatusOK, s.visibleGroups(a.groups, v))
+			return
+		}
+		a.json.serve(w, r)
 	})
 	mux.HandleFunc("GET "+iv1.PathPrefix+"affinitygroups/{ns}/{name}", func(w http.ResponseWriter, r *http.Request) {
 		v := viewerOf(r)
@@ -317,7 +327,19 @@ func (s *Server) Handler() http.Handler {
 		reply(w, http.StatusOK, s.redactExplanation(e, v))
 	})
 	mux.HandleFunc("GET "+iv1.PathPrefix+"history", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, http.StatusOK, s.history.snapshot(HistoryInterval))
+		h := s.history.snapshot(HistoryInterval)
+		// The charts end now, not at the last sample.
+		now := s.cache.get("leafcounts", TreeCacheTTL, func() any { return s.leafCounts() }).(map[string]iv1.LeafCounts)
+		h.Times = append(h.Times, time.Now().UTC())
+		for name, ring := range h.VirtualClusters {
+			h.VirtualClusters[name] = append(ring, now[name])
+		}
+		for name, c := range now {
+			if _, ok := h.VirtualClusters[name]; !ok {
+				h.VirtualClusters[name] = append(make([]iv1.LeafCounts, len(h.Times)-1), c)
+			}
+		}
+		reply(w, http.StatusOK, h)
 	})
 	mux.HandleFunc("GET "+iv1.PathPrefix+"events", func(w http.ResponseWriter, r *http.Request) {
 		v := viewerOf(r)
@@ -364,12 +386,21 @@ func replyError(w http.ResponseWriter, code int, msg string) {
 	reply(w, code, iv1.Error{Error: msg})
 }
 
-// encoded is the cell map encoded once and served to every viewer with an
-// ETag of its content but its time, so that a page polling it downloads
-// and redraws it only when it changed.
+// encoded is an answer encoded once and served to every viewer who may see
+// all of it, with an ETag of its content (but the time of the cell map), so
+// that a page polling it downloads and redraws it only when it changed.
 type encoded struct {
 	body []byte
 	etag string
+}
+
+func encodeJSON(v any) *encoded {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return &encoded{body: []byte(`{"error":"encoding the answer failed"}`)}
+	}
+	sum := sha256.Sum256(body)
+	return &encoded{body: append(body, '\n'), etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
 }
 
 func encodeCellMap(m iv1.CellMap) *encoded {

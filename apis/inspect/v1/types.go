@@ -279,7 +279,8 @@ type MapNode struct {
 // History is each VC's leaf counts sampled over the last hour (the
 // scheduler keeps a fixed number of samples in memory).
 type History struct {
-	// Interval between samples; Samples are oldest first.
+	// Interval between samples; samples are oldest first, and the last
+	// is the counts at the time of the answer.
 	IntervalSeconds int         `json:"intervalSeconds"`
 	Times           []time.Time `json:"times"`
 	// VirtualClusters: per VC, one LeafCounts per time (zero before the VC

@@ -134,14 +134,15 @@ func (o *options) upstream(timeout time.Duration) (upstream, error) {
 	if o.inspectURL != "" {
 		base := strings.TrimSuffix(o.inspectURL, "/")
 		if cfgErr != nil {
-			// No kubeconfig: a --token alone still authenticates.
 			cfg = &rest.Config{}
-			if o.kube.BearerToken != nil {
-				cfg.BearerToken = *o.kube.BearerToken
-			}
 		}
 		direct := rest.CopyConfig(cfg)
 		direct.Host = base
+		if o.kube.BearerToken != nil && *o.kube.BearerToken != "" {
+			// Without a kubeconfig, kubectl's overrides drop --token: it
+			// authenticates alone.
+			direct.BearerToken, direct.BearerTokenFile, direct.ExecProvider, direct.AuthProvider = *o.kube.BearerToken, "", nil, nil
+		}
 		if u, err := url.Parse(base); err == nil && u.Scheme == "http" && !loopback(u.Hostname()) && o.errOut != nil &&
 			(direct.BearerToken != "" || direct.BearerTokenFile != "" || direct.ExecProvider != nil || direct.AuthProvider != nil) {
 			fmt.Fprintf(o.errOut, "warning: sending your credentials over plain HTTP to %s: use it through a port-forward or the API server's proxy\n", base)

@@ -20,7 +20,7 @@
   const FINISHED = new Set(['Completed', 'Failed', 'Rejected', 'Expired']);
 
   const S = {
-    map: null, mapTag: null, vcs: [], groups: [], events: [], history: null, historyAt: 0,
+    map: null, mapTag: null, tags: {}, vcs: [], groups: [], events: [], history: null, historyAt: 0,
     tab: 'cells', vcFilter: '', nodeFilter: '', onlyMatching: false, zoom: 1, fitted: false,
     expanded: new Set(), expandAll: false, table: false, highlight: null, selectedNode: null,
     live: true, busy: false, groupSort: { key: 'name', dir: 1 }, groupFilter: '', showFinished: false,
@@ -77,9 +77,10 @@
     S.busy = true;
     try {
       const [vcs, groups, events, map] = await Promise.all([
-        get('virtualclusters'), get('affinitygroups?all=true'), get('events'), get('cellmap', S.mapTag)]);
-      S.vcs = vcs.body || [];
-      S.groups = groups.body || [];
+        get('virtualclusters', S.tags.vcs), get('affinitygroups?all=true', S.tags.groups), get('events'), get('cellmap', S.mapTag)]);
+      // 304: unchanged since the last answer (an ETag of its content).
+      if (!vcs.notModified) { S.vcs = vcs.body || []; S.tags.vcs = vcs.etag; }
+      if (!groups.notModified) { S.groups = groups.body || []; S.tags.groups = groups.etag; }
       S.events = events.body || [];
       let mapChanged = false;
       if (!map.notModified) {
@@ -92,6 +93,7 @@
         S.historyAt = Date.now();
       }
       refreshHighlight();
+      if (mapChanged && S.selectedNode && !$('nodeDetail').hidden) showNode(S.selectedNode, true);
       showError(null);
       $('updated').textContent = 'updated ' + clock(new Date());
       $('updated').dataset.at = String(Date.now());
@@ -266,11 +268,13 @@
     const W = 1240;
     const LEAF = 11, LG = 2, SEP = 3, NP = 4, NLAB = 12, TILE = 14, TG = 3, RP = 6, RLAB = 18;
     let out = '';
-    let y = 4;
+    let y = 4, maxX = 400;
     const allVC = S.map.virtualClusters.map((_, i) => i);
     for (let chi = 0; chi < S.map.chains.length; chi++) {
       const ch = S.map.chains[chi];
-      out += `<text class="clabel" x="4" y="${y + 14}">chain ${esc(ch.name)} (${esc(ch.leafCellType)}; ${ch.levels.map(esc).join(' &lt; ')})</text>`;
+      const clabel = `chain ${ch.name} (${ch.leafCellType}; ${ch.levels.join(' < ')})`;
+      out += `<text class="clabel" x="4" y="${y + 14}">${esc(clabel)}</text>`;
+      maxX = Math.max(maxX, 8 + clabel.length * 7.5);
       y += 22;
       // Racks: the nodes of each parent cell, in order.
       const racks = new Map();
@@ -339,7 +343,7 @@
               if (hl) lcls.push(hl.keys.has(key) ? 'hl' : 'dim');
               else if (vcIdx >= -1 && owner !== vcIdx && nd.vc !== vcIdx) lcls.push('dim');
               const who = owner >= 0 ? ` (${vcName(owner)})` : '';
-              out += `<rect class="${lcls.join(' ').trim()}" data-leaf="${esc(key)}" x="${lx}" y="${NLAB + NP - 2}" width="${LEAF}" height="${LEAF}" fill="${f.fill}"${f.op ? ` fill-opacity="${f.op}"` : ''}>` +
+              out += `<rect class="${lcls.join(' ').trim()}" data-leaf="${esc(key)}" data-code="${esc(c)}" x="${lx}" y="${NLAB + NP - 2}" width="${LEAF}" height="${LEAF}" fill="${f.fill}"${f.op ? ` fill-opacity="${f.op}"` : ''}>` +
                 `<title>${esc(`${nd.name} ${ch.leafCellType} ${idx}: ${CODE[c] || c}${who}`)}</title></rect>`;
               lx += LEAF + LG;
             }
@@ -364,16 +368,17 @@
           out += '</g>';
         });
         out += '</g>';
+        maxX = Math.max(maxX, x + rw);
         x += rw + 10;
         rowH = Math.max(rowH, rh);
       }
       y += rowH + 16;
     }
     const H = y + 4;
-    S.layout = { W, H };
+    S.layout = { W: Math.min(W, maxX + 6), H };
     const z = S.zoom;
-    svgEl.setAttribute('viewBox', `0 0 ${W} ${H}`);
-    svgEl.setAttribute('width', String(Math.round(W * z)));
+    svgEl.setAttribute('viewBox', `0 0 ${S.layout.W} ${H}`);
+    svgEl.setAttribute('width', String(Math.round(S.layout.W * z)));
     svgEl.setAttribute('height', String(Math.round(H * z)));
     svgEl.innerHTML = defs(allVC) + out;
     if (focusKey) {
@@ -386,8 +391,10 @@
 
   function fit() {
     if (!S.layout) return;
+    // Small clusters are drawn larger, large ones fit the width (then zoom
+    // in, or expand a rack).
     const w = $('viewport').clientWidth || S.layout.W;
-    setZoom(Math.min(1, (w - 4) / S.layout.W));
+    setZoom(Math.min(1.5, (w - 4) / S.layout.W));
   }
 
   function setZoom(z) {
@@ -421,11 +428,11 @@
       rows.join('') + '</tbody></table>';
   }
 
-  async function showNode(name) {
+  async function showNode(name, quiet) {
     S.selectedNode = name;
     const box = $('nodeDetail');
     box.hidden = false;
-    box.innerHTML = `<h2>Node ${esc(name)}</h2><p>Loading&hellip;</p>`;
+    if (!quiet) box.innerHTML = `<h2>Node ${esc(name)}</h2><p>Loading&hellip;</p>`;
     try {
       const { body } = await get('cells?node=' + encodeURIComponent(name));
       const leaves = [];
@@ -439,7 +446,7 @@
     } catch (e) {
       box.innerHTML = `<h2>Node ${esc(name)}</h2><p class="bad">${esc(e.message)}</p>`;
     }
-    renderTree();
+    if (!quiet) renderTree();
   }
 
   // --- virtual clusters ---
@@ -483,6 +490,8 @@
     const n = h.times.length;
     const x = (i) => L + (n === 1 ? W - L : ((W - L) * i) / (n - 1));
     const parts = [];
+    const secs = Math.max(0, (Date.parse(h.times[n - 1]) - Date.parse(h.times[0])) / 1000);
+    const span = secs < 90 ? `${Math.round(secs)} s` : `${Math.round(secs / 60)} min`;
     const names = Object.keys(h.virtualClusters).sort();
     for (const name of names) {
       const s = h.virtualClusters[name];
@@ -504,10 +513,10 @@
       paths += `<path d="${line}" fill="none" stroke="${CHART.opp}" stroke-width="2" stroke-dasharray="5 2"/>`;
       const last = s[n - 1];
       const usedVals = s.map((c) => c.used || 0);
-      const label = `${name}, last ${Math.round((n * h.intervalSeconds) / 60)} minutes: now ${last.used || 0} used, ${last.lent || 0} lent, ` +
+      const label = `${name}, last ${span}: now ${last.used || 0} used, ${last.lent || 0} lent, ` +
         `${last.unavailable || 0} unavailable, ${last.free || 0} free of ${last.total || 0}; its opportunistic use ${last.opportunistic || 0}; ` +
         `used between ${Math.min(...usedVals)} and ${Math.max(...usedVals)}`;
-      const axis = `<line x1="${L}" y1="${H - B}" x2="${W}" y2="${H - B}" stroke="#8c959f"/><text x="${L}" y="${H - 3}" font-size="10">-${Math.round(((n - 1) * h.intervalSeconds) / 60)} min</text>` +
+      const axis = `<line x1="${L}" y1="${H - B}" x2="${W}" y2="${H - B}" stroke="#8c959f"/><text x="${L}" y="${H - 3}" font-size="10">${esc(span)} ago</text>` +
         `<text x="${W}" y="${H - 3}" font-size="10" text-anchor="end">now</text><text x="${L - 4}" y="${yv(max) + 8}" font-size="10" text-anchor="end">${max}</text><text x="${L - 4}" y="${H - B}" font-size="10" text-anchor="end">0</text>`;
       const step = Math.max(1, Math.ceil(n / 12));
       const trs = [];
@@ -520,7 +529,7 @@
     }
     const key = Object.entries({ used: 'used', lent: 'lent', unavailable: 'unavailable', free: 'free' })
       .map(([k, t]) => `<span>${swatch(CHART[k])}${t}</span>`).join('') + `<span><svg width="18" height="14" aria-hidden="true"><path d="M1 7H17" stroke="${CHART.opp}" stroke-width="2" stroke-dasharray="5 2"/></svg>its opportunistic use</span>`;
-    box.innerHTML = `<div class="legend">${key}</div>` + (parts.join('') || 'No virtual clusters.');
+    box.innerHTML = `<div class="legend">${key}</div><div class="charts">` + (parts.join('') || 'No virtual clusters.') + '</div>';
   }
 
   // --- affinity groups ---
