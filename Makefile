@@ -12,7 +12,7 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
            -X k8s.io/component-base/version.gitCommit=$(COMMIT) \
            -X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
-.PHONY: all build test vet unit integration verify generate soak bench-core bench-core-compare core-decisions-compare fuzz clean demo e2e sim sim-speed sim-trace sim-paper chaos
+.PHONY: all build test vet unit integration browser-test verify generate soak bench-core bench-core-compare core-decisions-compare fuzz clean demo e2e sim sim-speed sim-trace sim-paper chaos
 
 all: build
 
@@ -69,6 +69,16 @@ unit:
 
 integration:
 	$(GO) test -count=1 -timeout 20m ./test/integration/...
+
+## browser-test: the dashboard in a real headless Chromium (CHROMIUM, default /usr/bin/chromium; Debian's
+## package chromium) against a scheduler on a real API server, and at 10,000 nodes; screenshots in
+## $(OUT)/dashboard (test/integration/dashboard_browser_test.go; about a minute)
+CHROMIUM ?= /usr/bin/chromium
+browser-test:
+	@test -x "$(CHROMIUM)" || { echo "no Chromium at $(CHROMIUM): apt-get install -y chromium, or set CHROMIUM=..."; exit 2; }
+	@mkdir -p $(OUT)
+	@HIVESCHED_CHROMIUM=$(CHROMIUM) $(GO) test -count=1 -timeout 10m -run 'TestDashboardBrowser' -v ./test/integration/ > $(OUT)/browser-test.txt 2>&1; st=$$?; \
+	grep -E '^(=== RUN|--- |PASS|FAIL|ok)|dashboard_browser_test.go|Error:|expected|actual' $(OUT)/browser-test.txt; echo "full log: $(OUT)/browser-test.txt"; exit $$st
 
 ## verify: generated code is up to date and Go files are formatted
 verify:

@@ -237,8 +237,22 @@ echo "kubectl --as alice create ...: ${out#*: }"
 # kubectl hivesched (cmd/kubectl-hivesched): the cells as the scheduler sees
 # them, read from its inspect API (127.0.0.1:$INSPECT_PORT on this machine).
 [[ -x $LOCAL_BIN/kubectl-hivesched ]] || make -s -C "$REPO_ROOT" build BIN="$LOCAL_BIN"
+# The inspect API authenticates a bearer token and asks the API server
+# whether its owner may read it (docs/inspect.md); the local admin's
+# kubeconfig holds a client certificate, so the demo reads it as a service
+# account bound to hivesched-inspect-admin (manifests/inspect/rbac.yaml).
+k apply -f "$REPO_ROOT/manifests/inspect/rbac.yaml" >/dev/null
+k -n kube-system create serviceaccount hivesched-demo-viewer --dry-run=client -o yaml | k apply -f - >/dev/null
+k create clusterrolebinding hivesched-demo-viewer --clusterrole=hivesched-inspect-admin \
+  --serviceaccount=kube-system:hivesched-demo-viewer --dry-run=client -o yaml | k apply -f - >/dev/null
+INSPECT_TOKEN_FILE=$LOCAL_DIR/inspect-token
+mkdir -p "$(dirname "$INSPECT_TOKEN_FILE")"
+k -n kube-system create token hivesched-demo-viewer --duration=24h > "$INSPECT_TOKEN_FILE"
+chmod 600 "$INSPECT_TOKEN_FILE"
 # kubectl finds a plugin by the first word after "kubectl": flags go after it.
-khs() { PATH="$LOCAL_BIN:$PATH" "${KUBECTL[0]}" hivesched --kubeconfig "$LOCAL_KUBECONFIG" --inspect-url "http://127.0.0.1:$INSPECT_PORT" "$@"; }
+khs() { PATH="$LOCAL_BIN:$PATH" "${KUBECTL[0]}" hivesched --kubeconfig "$LOCAL_KUBECONFIG" --token "$(cat "$INSPECT_TOKEN_FILE")" --inspect-url "http://127.0.0.1:$INSPECT_PORT" "$@"; }
+# RBAC takes the new binding from its informers: wait until it reads.
+for _ in $(seq 50); do khs vcs >/dev/null 2>&1 && break; sleep 0.2; done
 echo
 echo "${bold}== kubectl hivesched cells${off}"
 khs cells
@@ -254,5 +268,10 @@ echo
 echo "The cluster stays up. Keep playing:"
 echo "  export KUBECONFIG=$LOCAL_KUBECONFIG"
 echo "  kubectl get vc; kubectl get ag -A; kubectl get pods -A -o wide"
-echo "  PATH=$LOCAL_BIN:\$PATH kubectl hivesched --inspect-url http://127.0.0.1:$INSPECT_PORT cells|why POD|vcs|groups"
+echo "  PATH=$LOCAL_BIN:\$PATH kubectl hivesched --token \$(cat $INSPECT_TOKEN_FILE) --inspect-url http://127.0.0.1:$INSPECT_PORT cells|why POD|vcs|groups"
+echo
+echo "${bold}Open the dashboard${off} (cells, virtual clusters, groups and why they wait, preemptions; live):"
+echo "  PATH=$LOCAL_BIN:\$PATH kubectl hivesched --kubeconfig $LOCAL_KUBECONFIG --token \$(cat $INSPECT_TOKEN_FILE) \\"
+echo "    --inspect-url http://127.0.0.1:$INSPECT_PORT dashboard --open"
+echo "  (it serves the page on 127.0.0.1:10264 and prints the URL to open; docs/dashboard.md)"
 echo "Stop it with: make down"

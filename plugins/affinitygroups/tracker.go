@@ -464,3 +464,48 @@ func fromStatus(e *entry, ag *hv1.AffinityGroup) {
 		e.failReason, e.failMessage = st.Reason, st.Message
 	}
 }
+
+// Lifecycle is what the tracker knows of one group's lifecycle: what its
+// AffinityGroup object shows (the inspect API and the dashboard read it).
+type Lifecycle struct {
+	Phase hv1.AffinityGroupPhase
+	// Reason and Message: what it waits for (PreFilter's one sentence), or
+	// why it ended.
+	Reason, Message string
+	// Since: the object's creation, else when this process first saw the
+	// group.
+	Since time.Time
+	// VirtualCluster and Priority of its request, once a pod or the object
+	// gave it (HasSpec).
+	VirtualCluster string
+	Priority       int32
+	HasSpec        bool
+}
+
+// Lifecycles copies every tracked group's lifecycle, by group name (one
+// map copy under the tracker's lock).
+func (t *Tracker) Lifecycles() map[string]Lifecycle {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]Lifecycle, len(t.groups))
+	for name, e := range t.groups {
+		l := Lifecycle{Phase: e.phase, Reason: e.reason, Message: e.message, Since: e.seenAt}
+		if e.failReason != "" {
+			l.Reason, l.Message = e.failReason, e.failMessage
+		}
+		if e.obj != nil && !e.obj.CreationTimestamp.IsZero() {
+			l.Since = e.obj.CreationTimestamp.Time
+		}
+		if e.spec != nil {
+			l.VirtualCluster, l.HasSpec = e.spec.VirtualCluster, true
+			if e.spec.Priority != nil {
+				l.Priority = *e.spec.Priority
+			}
+		}
+		out[name] = l
+	}
+	return out
+}

@@ -83,6 +83,7 @@ type HiveSched struct {
 	cycles   podGroupCycles            // what pod-group cycles hold (podgroupcycle.go)
 	pgs      *podGroups                // scheduler-plugins' PodGroups
 	wl       *workloadAPI              // Workload API PodGroups, nil without GenericWorkload
+	eventLog *inspect.EventLog         // recent preemptions and downgrades, for the dashboard (nil: inspect API off)
 }
 
 var (
@@ -192,7 +193,14 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		go p.recovery.WhenLeading(ctx, p.ensureRecovered)
 	}
 	if args.InspectBindAddress != "" {
-		srv := inspect.New(inspect.Config{Core: core, Groups: p.groups, VirtualClusters: p.vcs, Pods: pods.Lister(), Ours: p.ours, Scheduler: p.schedulerName})
+		access, err := inspect.DelegatedAccess(h.KubeConfig())
+		if err != nil {
+			p.records.ShutDown()
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+		p.eventLog = inspect.NewEventLog()
+		srv := inspect.New(inspect.Config{Core: core, Groups: p.groups, VirtualClusters: p.vcs, Lifecycles: p.ags, Pods: pods.Lister(), Ours: p.ours,
+			Scheduler: p.schedulerName, Access: access, Events: p.eventLog})
 		if _, err := srv.Start(ctx, args.InspectBindAddress); err != nil {
 			p.records.ShutDown()
 			return nil, fmt.Errorf("%s: %w", Name, err)
@@ -236,6 +244,7 @@ func (p *HiveSched) request(pod *v1.Pod) (*podrequest.Request, error) {
 // event records an event on an object (a pod, a VirtualCluster), where its
 // owner looks.
 func (p *HiveSched) event(obj runtime.Object, eventType, reason, note string) {
+	p.eventLog.Note(obj, eventType, reason, note)
 	if r := p.handle.EventRecorder(); r != nil {
 		r.Eventf(obj, nil, eventType, reason, "Scheduling", "%s", note)
 	}

@@ -40,7 +40,7 @@ func TestCLIFixtures(t *testing.T) {
 		"affinitygroups.json":  "affinitygroups",
 	} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, iv1.PathPrefix+path, nil))
+		h.ServeHTTP(rec, asUser(httptest.NewRequest(http.MethodGet, iv1.PathPrefix+path, nil), "admin"))
 		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 		got := rec.Body.Bytes()
 		if path == "cells" || path == "cells?vc=b" {

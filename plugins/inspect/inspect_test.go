@@ -44,7 +44,7 @@ func testServer(tb testing.TB, nodes int) *Server {
 		}
 	}
 	vcs := virtualclusters.New(virtualclusters.Config{Core: k})
-	p := New(Config{Core: k, Groups: groupindex.New("nvidia.com/gpu"), VirtualClusters: vcs})
+	p := New(Config{Core: k, Groups: groupindex.New("nvidia.com/gpu"), VirtualClusters: vcs, Access: testAccess()})
 	for _, vc := range []string{"a", "b"} {
 		obj := &hv1.VirtualCluster{ObjectMeta: metav1.ObjectMeta{Name: vc},
 			Spec: hv1.VirtualClusterSpec{VirtualCells: []hv1.VirtualCellSpec{{CellType: "V100-NODE", CellNumber: int32(nodes / 4)}}}}

@@ -31,6 +31,12 @@ type Registry struct {
 
 	mu  sync.Mutex
 	vcs map[string]*entry
+
+	// The lent cells as last counted (leafUse).
+	useMu  sync.Mutex
+	use    map[string]LeafUse
+	useAt  time.Time
+	useBuf []cellcore.CellRecord
 }
 
 type entry struct {

@@ -53,7 +53,7 @@ func (r *Registry) writeStatuses(ctx context.Context, logger klog.Logger, now ti
 	r.mu.Unlock()
 	var next time.Time
 	for i, vc := range objs {
-		st := r.vcStatus(vc, rejected[i])
+		st := r.vcStatus(vc, rejected[i], now)
 		if statusEqual(vc.Status, st) {
 			continue
 		}
@@ -85,8 +85,8 @@ func statusEqual(a, b hv1.VirtualClusterStatus) bool {
 	return statuswriter.Equal(&a, &b, func(s *hv1.VirtualClusterStatus) []metav1.Condition { return s.Conditions })
 }
 
-// vcStatus builds a VC's status from the core's counters.
-func (r *Registry) vcStatus(vc *hv1.VirtualCluster, rejected string) hv1.VirtualClusterStatus {
+// vcStatus builds a VC's status from the core's counters (at now).
+func (r *Registry) vcStatus(vc *hv1.VirtualCluster, rejected string, now time.Time) hv1.VirtualClusterStatus {
 	st := hv1.VirtualClusterStatus{ObservedGeneration: vc.Generation, Conditions: append([]metav1.Condition(nil), vc.Status.Conditions...)}
 	state := vc.Spec.State
 	if state == "" {
@@ -132,6 +132,13 @@ func (r *Registry) vcStatus(vc *hv1.VirtualCluster, rejected string) hv1.Virtual
 	st.DowngradedGroups = int32(cs.DowngradedGroups)
 	st.OpportunisticLeafCells = cs.OpportunisticLeafCells
 	st.LostLeafCells, st.ForeignLeafCells = cs.LostLeafCells, cs.ForeignLeafCells
+	// The cells neither used nor free, named so that the columns add up.
+	var use LeafUse
+	if b := LeafBreakdown(cs, LeafUse{}); b.Unavailable > 0 {
+		use = r.leafUse(vc.Name, now)
+	}
+	b := LeafBreakdown(cs, use)
+	st.LentLeafCells, st.UnavailableLeafCells = b.Lent, b.Unavailable
 	apimeta.SetStatusCondition(&st.Conditions, r.cellsLostCondition(vc, cs))
 	sort.Slice(st.Cells, func(i, j int) bool { return st.Cells[i].CellType < st.Cells[j].CellType })
 	st.AffinityGroups = hv1.AffinityGroupCounts{
@@ -204,4 +211,26 @@ func (r *Registry) cellsLostCondition(vc *hv1.VirtualCluster, cs cellcore.Virtua
 	c.Message = fmt.Sprintf("%d of the VC's leaf cells are lost, on nodes %s%s: %s; its groups cannot use them until they come back",
 		cs.LostLeafCells, strings.Join(nodes, ", "), suffix, strings.Join(parts, "; "))
 	return c
+}
+
+// leafUseEvery is the least time between two counts of the lent cells: a
+// copy of the whole tree under the core's lock (4 ms at 10,000 nodes), made
+// only while a VC has cells neither used nor free.
+const leafUseEvery = time.Second
+
+// leafUse is the VC's lent and reserved cells as last counted, at most
+// leafUseEvery ago (the status writer's goroutine). A count older than
+// that is made anew; until then a change is Unavailable rather than Lent,
+// or the other way round: the columns add up whatever the count's age.
+func (r *Registry) leafUse(vc string, now time.Time) LeafUse {
+	r.useMu.Lock()
+	defer r.useMu.Unlock()
+	if r.use == nil || now.Sub(r.useAt) >= leafUseEvery {
+		recs := r.core.CellRecords(r.useBuf[:0], "", "")
+		r.use = CountLeafUse(recs)
+		clear(recs)
+		r.useBuf = recs[:0]
+		r.useAt = now
+	}
+	return r.use[vc]
 }

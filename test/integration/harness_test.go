@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -611,6 +612,18 @@ func (c *cluster) applyManifest(t *testing.T, path string) {
 			var o v1.ConfigMap
 			create(&o, func() error {
 				_, err := c.kube.CoreV1().ConfigMaps(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		case "Service":
+			var o v1.Service
+			create(&o, func() error {
+				_, err := c.kube.CoreV1().Services(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		case "NetworkPolicy":
+			var o networkingv1.NetworkPolicy
+			create(&o, func() error {
+				_, err := c.kube.NetworkingV1().NetworkPolicies(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
 				return err
 			})
 		case "ServiceAccount":

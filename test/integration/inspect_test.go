@@ -28,11 +28,23 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// inspectGet GETs an inspect API path and decodes the answer into out,
-// returning the status code (an Error body for codes other than 200).
-func inspectGet(t *testing.T, addr, path string, out any) int {
+// inspectGet GETs an inspect API path as the cluster's admin and decodes
+// the answer into out, returning the status code (an Error body for codes
+// other than 200).
+func (c *cluster) inspectGet(t *testing.T, addr, path string, out any) int {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + iv1.PathPrefix + path)
+	return inspectGetAs(t, c.cfg.BearerToken, addr, path, out)
+}
+
+// inspectGetAs is inspectGet with a bearer token ("" none).
+func inspectGetAs(t *testing.T, token, addr, path string, out any) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+iv1.PathPrefix+path, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
@@ -142,7 +154,7 @@ func TestInspectAndMetrics(t *testing.T) {
 
 	t.Run("cells: the tree, narrowed to a VC or a node", func(t *testing.T) {
 		var all iv1.ClusterCells
-		require.Equal(t, http.StatusOK, inspectGet(t, addr, "cells", &all))
+		require.Equal(t, http.StatusOK, c.inspectGet(t, addr, "cells", &all))
 		require.Len(t, all.Chains, 1)
 		ch := all.Chains[0]
 		require.Equal(t, "V100", ch.LeafCellType)
@@ -158,25 +170,25 @@ func TestInspectAndMetrics(t *testing.T) {
 		require.Equal(t, 16, leavesOf(ch.Cells, func(c *iv1.Cell) bool { return c.VirtualCluster == "ins-a" }))
 
 		var a iv1.ClusterCells
-		require.Equal(t, http.StatusOK, inspectGet(t, addr, "cells?vc=ins-a", &a))
+		require.Equal(t, http.StatusOK, c.inspectGet(t, addr, "cells?vc=ins-a", &a))
 		require.Equal(t, "ins-a", a.Filter.VirtualCluster)
 		require.Equal(t, 16, leavesOf(a.Chains[0].Cells, func(*iv1.Cell) bool { return true }), "the VC's cells only")
 		require.Len(t, a.Chains[0].Cells[0].Children, 2, "its two nodes under their rack")
 
 		var e iv1.Error
-		require.Equal(t, http.StatusNotFound, inspectGet(t, addr, "cells?node=nope", &e))
+		require.Equal(t, http.StatusNotFound, c.inspectGet(t, addr, "cells?node=nope", &e))
 		require.Contains(t, e.Error, `node "nope" is not in the physical cluster`)
-		require.Equal(t, http.StatusNotFound, inspectGet(t, addr, "cells?vc=nope", &e))
+		require.Equal(t, http.StatusNotFound, c.inspectGet(t, addr, "cells?vc=nope", &e))
 
 		var n iv1.ClusterCells
-		require.Equal(t, http.StatusOK, inspectGet(t, addr, "cells?node="+oNode, &n))
+		require.Equal(t, http.StatusOK, c.inspectGet(t, addr, "cells?node="+oNode, &n))
 		require.Equal(t, 8, leavesOf(n.Chains[0].Cells, func(*iv1.Cell) bool { return true }))
 		require.Equal(t, 4, leavesOf(n.Chains[0].Cells, func(c *iv1.Cell) bool { return c.State == "Used" }))
 	})
 
 	t.Run("virtual clusters and groups", func(t *testing.T) {
 		var a iv1.VirtualCluster
-		require.Equal(t, http.StatusOK, inspectGet(t, addr, "virtualclusters/ins-a", &a))
+		require.Equal(t, http.StatusOK, c.inspectGet(t, addr, "virtualclusters/ins-a", &a))
 		require.Equal(t, "Active", a.State)
 		require.Equal(t, iv1.LeafCounts{Total: 16, Used: 16}, a.LeafCells)
 		require.Equal(t, map[string]int{"Allocated": 1, "Pending": 1}, a.AffinityGroups)
@@ -185,20 +197,20 @@ func TestInspectAndMetrics(t *testing.T) {
 		require.Equal(t, int32(2), a.Cells[0].Bound)
 		require.Len(t, a.Cells[0].Physical, 2)
 		var b iv1.VirtualCluster
-		require.Equal(t, http.StatusOK, inspectGet(t, addr, "virtualclusters/ins-b", &b))
+		require.Equal(t, http.StatusOK, c.inspectGet(t, addr, "virtualclusters/ins-b", &b))
 		require.Equal(t, int32(4), b.LeafCells.Opportunistic)
 		var all []iv1.VirtualCluster
-		require.Equal(t, http.StatusOK, inspectGet(t, addr, "virtualclusters", &all))
+		require.Equal(t, http.StatusOK, c.inspectGet(t, addr, "virtualclusters", &all))
 		require.Len(t, all, 2)
 		var e iv1.Error
-		require.Equal(t, http.StatusNotFound, inspectGet(t, addr, "virtualclusters/nope", &e))
+		require.Equal(t, http.StatusNotFound, c.inspectGet(t, addr, "virtualclusters/nope", &e))
 		require.Contains(t, e.Error, `"nope" is not known`)
 
 		var groups []iv1.AffinityGroup
-		require.Equal(t, http.StatusOK, inspectGet(t, addr, "affinitygroups", &groups))
+		require.Equal(t, http.StatusOK, c.inspectGet(t, addr, "affinitygroups", &groups))
 		require.Len(t, groups, 3)
 		var g iv1.AffinityGroup
-		require.Equal(t, http.StatusOK, inspectGet(t, addr, "affinitygroups/ins/g1", &g))
+		require.Equal(t, http.StatusOK, c.inspectGet(t, addr, "affinitygroups/ins/g1", &g))
 		require.Equal(t, "Allocated", g.State)
 		require.Len(t, g.Pods, 2)
 		names := []string{g.Pods[0].Name, g.Pods[1].Name}
@@ -208,7 +220,7 @@ func TestInspectAndMetrics(t *testing.T) {
 
 	t.Run("why: a waiting pod's group, reason and holders", func(t *testing.T) {
 		var e iv1.PodExplanation
-		require.Equal(t, http.StatusOK, inspectGet(t, addr, "pods/ins/"+g2[0].Name, &e))
+		require.Equal(t, http.StatusOK, c.inspectGet(t, addr, "pods/ins/"+g2[0].Name, &e))
 		t.Logf("summary: %s", e.Summary)
 		require.NotNil(t, e.Group)
 		require.Equal(t, "Pending", e.Group.State)
@@ -216,10 +228,10 @@ func TestInspectAndMetrics(t *testing.T) {
 		require.Contains(t, e.Summary, "its affinity group is Pending: affinity group \"ins/g2\" (priority 0) needs 1 pod of 8 V100 in virtual cluster \"ins-a\"")
 		require.Equal(t, []iv1.Holder{{Group: ns + "/g1", Priority: 0, LeafCells: 16, Preemptible: false}}, e.Holders)
 		var running iv1.PodExplanation
-		require.Equal(t, http.StatusOK, inspectGet(t, addr, "pods/ins/"+g1[0].Name, &running))
+		require.Equal(t, http.StatusOK, c.inspectGet(t, addr, "pods/ins/"+g1[0].Name, &running))
 		require.Contains(t, running.Summary, "runs on node")
 		var missing iv1.Error
-		require.Equal(t, http.StatusNotFound, inspectGet(t, addr, "pods/ins/nope", &missing))
+		require.Equal(t, http.StatusNotFound, c.inspectGet(t, addr, "pods/ins/nope", &missing))
 	})
 
 	t.Run("metrics: cell gauges, decisions, beside the framework's", func(t *testing.T) {
@@ -278,7 +290,7 @@ func TestInspectAndMetrics(t *testing.T) {
 		c.startScheduler(t, physical, withInspect(addr))
 		require.Eventually(t, func() bool {
 			var a iv1.VirtualCluster
-			return inspectGet(t, addr, "virtualclusters/ins-a", &a) == http.StatusOK && a.LeafCells.Used == 16
+			return c.inspectGet(t, addr, "virtualclusters/ins-a", &a) == http.StatusOK && a.LeafCells.Used == 16
 		}, 30*time.Second, 200*time.Millisecond, "the restarted scheduler serves the recovered state")
 		m = scrape(t)
 		require.Equal(t, 3.0, delta(m, "hivesched_recovered_affinity_groups_total", map[string]string{"result": "recovered"}), "g2, g3 and o1")

@@ -14,12 +14,13 @@ import (
 	"github.com/hivesched/hivesched/cmd/kubectl-hivesched/cli"
 )
 
-// khs runs `kubectl hivesched ARGS` against the inspect API at addr.
-func khs(t *testing.T, addr string, args ...string) string {
+// khs runs `kubectl hivesched ARGS` against the inspect API at addr, with
+// the cluster's admin kubeconfig (its bearer token authenticates).
+func (c *cluster) khs(t *testing.T, addr string, args ...string) string {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd := cli.NewCommand(&out, &errOut)
-	cmd.SetArgs(append(args, "--inspect-url", "http://"+addr))
+	cmd.SetArgs(append(args, "--inspect-url", "http://"+addr, "--kubeconfig", c.kubeconfig))
 	require.NoError(t, cmd.ExecuteContext(t.Context()), "kubectl hivesched %v: %s", args, errOut.String())
 	return out.String()
 }
@@ -48,45 +49,47 @@ func TestKubectlHivesched(t *testing.T) {
 	c.createPods(t, big)
 	c.failedScheduling(t, big[0], "big", 20*time.Second)
 
-	out := khs(t, addr, "cells")
+	out := c.khs(t, addr, "cells")
 	for _, want := range []string{"chain V100-RACK", "V100-NODE khs-r0-n0", "team-a/train(8)", "team-b/sweep(2)", "[UU UU  UU UU]", "[oo __  __ __]", "leaf cells: U used (guaranteed)"} {
 		require.Contains(t, out, want, out)
 	}
-	node := khs(t, addr, "cells", "--node", "khs-r0-n1")
+	node := c.khs(t, addr, "cells", "--node", "khs-r0-n1")
 	require.NotContains(t, node, "khs-r0-n0 ", "only the asked node: %s", node)
 
-	why := khs(t, addr, "why", "team-a/big-0")
+	why := c.khs(t, addr, "why", "team-a/big-0")
 	for _, want := range []string{"pod team-a/big-0", "affinity group team-a/big in virtual cluster vc-a: Pending", "team-a/train"} {
 		require.Contains(t, why, want, why)
 	}
-	running := khs(t, addr, "why", "-n", "team-a", "train-0")
+	running := c.khs(t, addr, "why", "-n", "team-a", "train-0")
 	require.Contains(t, running, "Allocated")
 	require.Contains(t, running, "runs on khs-r0-n")
 
-	vcs := khs(t, addr, "vcs")
-	require.Regexp(t, `vc-a\s+Active\s+8\s+8\s+0`, vcs)
-	require.Regexp(t, `vc-b\s+Active\s+8\s+0\s+8\s+2`, vcs)
-	groups := khs(t, addr, "groups", "--vc", "vc-a")
+	vcs := c.khs(t, addr, "vcs")
+	// TOTAL USED FREE LENT UNAVAILABLE OPP: b's opportunistic job runs on a's
+	// node, outside a's cells (a's gang uses all of them).
+	require.Regexp(t, `vc-a\s+Active\s+8\s+8\s+0\s+0\s+0\s+0`, vcs)
+	require.Regexp(t, `vc-b\s+Active\s+8\s+0\s+8\s+0\s+0\s+2`, vcs)
+	groups := c.khs(t, addr, "groups", "--vc", "vc-a")
 	require.Contains(t, groups, "team-a/train")
 	require.NotContains(t, groups, "team-b/sweep")
 
 	dir := t.TempDir()
 	pngPath := filepath.Join(dir, "cells.png")
-	khs(t, addr, "cells", "-o", "png", "--out", pngPath)
+	c.khs(t, addr, "cells", "-o", "png", "--out", pngPath)
 	f, err := os.Open(pngPath)
 	require.NoError(t, err)
 	defer func() { _ = f.Close() }()
 	img, err := png.Decode(f)
 	require.NoError(t, err)
 	require.Greater(t, img.Bounds().Dx(), 100)
-	svg := khs(t, addr, "cells", "-o", "svg")
+	svg := c.khs(t, addr, "cells", "-o", "svg")
 	require.True(t, strings.HasPrefix(svg, "<svg "), svg[:min(len(svg), 80)])
 	require.Contains(t, svg, "vc-a")
 
 	// An unknown node is the API's 404, said plainly.
 	var out2, errOut bytes.Buffer
 	cmd := cli.NewCommand(&out2, &errOut)
-	cmd.SetArgs([]string{"cells", "--node", "nope", "--inspect-url", "http://" + addr})
+	cmd.SetArgs([]string{"cells", "--node", "nope", "--inspect-url", "http://" + addr, "--kubeconfig", c.kubeconfig})
 	err = cmd.ExecuteContext(t.Context())
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "nope")

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	iv1 "github.com/hivesched/hivesched/apis/inspect/v1"
 	"github.com/hivesched/hivesched/plugins/hivesched"
 )
 
@@ -38,7 +40,8 @@ func TestSchedulerUnderShippedRBAC(t *testing.T) {
 	c.createNodes(t, "rbac", 1, 2, 0)
 	c.createNamespace(t, "rbac")
 	c.createVC(t, "rbac-vc", []string{"rbac"}, "V100-NODE", 1)
-	c.startScheduler(t, physicalCluster("rbac", 1, 2, 0), withKubeconfig(writeKubeconfig(t, c.asScheduler())))
+	inspectAddr := freeAddr(t)
+	c.startScheduler(t, physicalCluster("rbac", 1, 2, 0), withKubeconfig(writeKubeconfig(t, c.asScheduler())), withInspect(inspectAddr))
 
 	// The key was created by the scheduler's identity at start.
 	_, err := c.kube.CoreV1().Secrets("kube-system").Get(t.Context(), hivesched.PlacementKeySecret, metav1.GetOptions{})
@@ -84,4 +87,12 @@ func TestSchedulerUnderShippedRBAC(t *testing.T) {
 	// Nor other Secrets.
 	_, err = sa.CoreV1().Secrets("kube-system").List(t.Context(), metav1.ListOptions{})
 	require.True(t, apierrors.IsForbidden(err), "the scheduler lists no Secrets: %v", err)
+
+	// The inspect API reviews its callers with the scheduler's identity
+	// (TokenReview, SubjectAccessReview: granted by system:kube-scheduler).
+	var groups []iv1.AffinityGroup
+	require.Equal(t, http.StatusOK, c.inspectGet(t, inspectAddr, "affinitygroups", &groups))
+	require.NotEmpty(t, groups)
+	var e iv1.Error
+	require.Equal(t, http.StatusUnauthorized, inspectGetAs(t, "nope", inspectAddr, "affinitygroups", &e))
 }

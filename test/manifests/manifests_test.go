@@ -28,6 +28,7 @@ import (
 	_ "github.com/hivesched/hivesched/apis/config/scheme"
 	"github.com/hivesched/hivesched/apis/config/validation"
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	iv1 "github.com/hivesched/hivesched/apis/inspect/v1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/hivesched"
@@ -171,43 +172,67 @@ func TestSampleVirtualClustersFit(t *testing.T) {
 	require.NoError(t, k.CheckInvariants())
 }
 
-// The inspect API's opt-in manifest decodes strictly, and its Service
-// selects the scheduler's pods on the port the reader role names.
+// The inspect API's opt-in manifests decode strictly; the Service selects
+// the scheduler's pods on the port the reader role names; the NetworkPolicy
+// fails closed (issue 28, item 6): no rule admits the inspect port, from
+// anywhere, until the operator adds the API servers' addresses; rbac.yaml
+// grants the virtual resource the server authorizes against, and binds
+// nobody but the example group.
 func TestInspectServiceProxyManifest(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "manifests", "inspect", "service-proxy.yaml"))
-	require.NoError(t, err)
-	dec := yaml.NewDocumentDecoder(io.NopCloser(bytes.NewReader(raw)))
-	buf := make([]byte, 1<<16)
 	kinds := map[string]bool{}
-	for {
-		m, err := dec.Read(buf)
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		var meta struct{ Kind string }
-		require.NoError(t, sigsyaml.Unmarshal(buf[:m], &meta))
-		kinds[meta.Kind] = true
-		switch meta.Kind {
-		case "Service":
-			var s corev1.Service
-			require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &s))
-			require.Equal(t, "hivesched-scheduler", s.Spec.Selector["app"])
-			require.Equal(t, int32(10262), s.Spec.Ports[0].Port)
-		case "Role":
-			var r rbacv1.Role
-			require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &r))
-			require.Equal(t, []string{"get"}, r.Rules[0].Verbs)
-			require.Contains(t, r.Rules[0].ResourceNames, "hivesched-inspect:10262")
-		case "RoleBinding":
-			var b rbacv1.RoleBinding
-			require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &b))
-		case "NetworkPolicy":
-			var np networkingv1.NetworkPolicy
-			require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &np))
-		default:
-			t.Fatalf("unexpected kind %q", meta.Kind)
+	for _, file := range []string{"service-proxy.yaml", "rbac.yaml"} {
+		for _, doc := range documents(t, "manifests", "inspect", file) {
+			kind := kindOf(t, doc)
+			kinds[kind] = true
+			switch kind {
+			case "Service":
+				var s corev1.Service
+				require.NoError(t, sigsyaml.UnmarshalStrict(doc, &s))
+				require.Equal(t, "hivesched-scheduler", s.Spec.Selector["app"])
+				require.Equal(t, int32(10262), s.Spec.Ports[0].Port)
+			case "Role":
+				var r rbacv1.Role
+				require.NoError(t, sigsyaml.UnmarshalStrict(doc, &r))
+				require.Equal(t, []string{"get"}, r.Rules[0].Verbs)
+				require.Contains(t, r.Rules[0].ResourceNames, "http:hivesched-inspect:10262", "the path kubectl hivesched asks")
+			case "RoleBinding":
+				var b rbacv1.RoleBinding
+				require.NoError(t, sigsyaml.UnmarshalStrict(doc, &b))
+			case "ClusterRole":
+				var r rbacv1.ClusterRole
+				require.NoError(t, sigsyaml.UnmarshalStrict(doc, &r))
+				require.Len(t, r.Rules, 1)
+				require.Equal(t, []string{iv1.AuthorizationGroup}, r.Rules[0].APIGroups)
+				require.Equal(t, []string{iv1.AuthorizationResource}, r.Rules[0].Resources)
+				switch r.Name {
+				case "hivesched-inspect-viewer":
+					require.Equal(t, []string{"get"}, r.Rules[0].Verbs)
+				case "hivesched-inspect-admin":
+					require.Equal(t, []string{"get", "list"}, r.Rules[0].Verbs)
+				default:
+					t.Fatalf("unexpected ClusterRole %s", r.Name)
+				}
+			case "ClusterRoleBinding":
+				var b rbacv1.ClusterRoleBinding
+				require.NoError(t, sigsyaml.UnmarshalStrict(doc, &b))
+				require.Equal(t, []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "gpu-operators"}}, b.Subjects)
+			case "NetworkPolicy":
+				var np networkingv1.NetworkPolicy
+				require.NoError(t, sigsyaml.UnmarshalStrict(doc, &np))
+				require.Equal(t, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, np.Spec.PolicyTypes)
+				for _, rule := range np.Spec.Ingress {
+					require.NotEmpty(t, rule.Ports, "a rule without ports admits every port, the inspect port too")
+					for _, port := range rule.Ports {
+						require.NotEqual(t, 10262, port.Port.IntValue(), "the inspect port is admitted from nowhere until the operator adds the API servers")
+					}
+					for _, from := range rule.From {
+						require.Nil(t, from.IPBlock, "no placeholder source range")
+					}
+				}
+			default:
+				t.Fatalf("unexpected kind %q", kind)
+			}
 		}
 	}
-	require.Len(t, kinds, 4)
+	require.Len(t, kinds, 6)
 }

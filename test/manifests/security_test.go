@@ -109,6 +109,10 @@ var codeNeeds = []access{
 	{"coordination.k8s.io", "leases", "update", "hivesched"},
 	{"coordination.k8s.io", "leases", "get", "default-scheduler"},
 	{"coordination.k8s.io", "leases", "update", "default-scheduler"},
+	// The inspect API's delegated authentication and authorization
+	// (plugins/inspect/access.go): who asks, and whether they may.
+	{"authentication.k8s.io", "tokenreviews", "create", ""},
+	{"authorization.k8s.io", "subjectaccessreviews", "create", ""},
 	// Not an API call: the admission policies (manifests/admission) ask
 	// the authorizer whether the requester may write this virtual
 	// resource; the grant makes the scheduler exempt, whatever its name.
@@ -121,6 +125,8 @@ var inherited = []access{
 	{"", "pods", "get", ""}, {"", "pods", "list", ""}, {"", "pods", "watch", ""}, {"", "pods", "delete", ""},
 	{"", "pods/binding", "create", ""},
 	{"coordination.k8s.io", "leases", "create", ""},
+	// For kube-scheduler's own delegated authentication of its secure port.
+	{"authentication.k8s.io", "tokenreviews", "create", ""}, {"authorization.k8s.io", "subjectaccessreviews", "create", ""},
 	// With GenericWorkload on in the API server (Kubernetes 1.36+).
 	{"scheduling.k8s.io", "podgroups", "list", ""}, {"scheduling.k8s.io", "podgroups", "watch", ""},
 	{"scheduling.k8s.io", "compositepodgroups", "list", ""}, {"scheduling.k8s.io", "compositepodgroups", "watch", ""},

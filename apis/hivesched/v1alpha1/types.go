@@ -76,6 +76,8 @@ const (
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totalLeafCells`,description="Leaf cells (e.g. GPUs) of the VC"
 // +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.usedLeafCells`,description="Leaf cells used (or reserved) by the VC's guaranteed groups"
 // +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.status.freeLeafCells`,description="Leaf cells of the VC that are free and healthy"
+// +kubebuilder:printcolumn:name="Lent",type=integer,JSONPath=`.status.lentLeafCells`,description="Healthy leaf cells of the VC that opportunistic groups use (another VC's, or its own); Total = Used + Free + Lent + Unavailable"
+// +kubebuilder:printcolumn:name="Unavailable",type=integer,JSONPath=`.status.unavailableLeafCells`,description="Leaf cells of the VC on lost or not yet healthy hardware, or held by pods hivesched did not place"
 // +kubebuilder:printcolumn:name="Opp",type=integer,JSONPath=`.status.opportunisticLeafCells`,description="Leaf cells used by the VC's opportunistic groups (priority -1 or lazily preempted), outside its guarantee"
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.affinityGroups.pending`,description="Pending affinity groups"
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
@@ -301,8 +303,8 @@ type VirtualClusterStatus struct {
 
 	// FreeLeafCells is the number of the VC's leaf cells that are free and
 	// healthy: in its bound cells, and every leaf cell of its virtual cells
-	// not bound yet. TotalLeafCells - UsedLeafCells - FreeLeafCells are on
-	// unhealthy hardware or lent to opportunistic groups.
+	// not bound yet. TotalLeafCells - UsedLeafCells - FreeLeafCells are
+	// LentLeafCells and UnavailableLeafCells.
 	// +optional
 	FreeLeafCells int32 `json:"freeLeafCells"`
 
@@ -337,6 +339,21 @@ type VirtualClusterStatus struct {
 	// spec.nodeName, that request the leaf cell resource).
 	// +optional
 	ForeignLeafCells int32 `json:"foreignLeafCells"`
+
+	// LentLeafCells is the number of the VC's healthy leaf cells, neither
+	// used by its guaranteed groups nor free, that opportunistic groups use
+	// (another VC's, or its own outside its guarantee): lent, and taken back
+	// by preemption when the VC needs them.
+	// +optional
+	LentLeafCells int32 `json:"lentLeafCells"`
+
+	// UnavailableLeafCells is the number of the VC's leaf cells that are
+	// neither used by its guaranteed groups, free nor lent: on lost
+	// hardware, held by pods hivesched did not place, or on hardware of
+	// unknown health. TotalLeafCells = UsedLeafCells + FreeLeafCells +
+	// LentLeafCells + UnavailableLeafCells.
+	// +optional
+	UnavailableLeafCells int32 `json:"unavailableLeafCells"`
 }
 
 // CellTypeStatus reports the virtual cells of one cell type.

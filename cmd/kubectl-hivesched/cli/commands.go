@@ -18,7 +18,7 @@ import (
 
 // NewCommand is `kubectl hivesched`.
 func NewCommand(out, errOut io.Writer) *cobra.Command {
-	o := &options{kube: genericclioptions.NewConfigFlags(true)}
+	o := &options{kube: genericclioptions.NewConfigFlags(true), errOut: errOut}
 	root := &cobra.Command{
 		Use:   "kubectl-hivesched",
 		Short: "See hivesched's cells, virtual clusters and affinity groups",
@@ -27,7 +27,9 @@ func NewCommand(out, errOut io.Writer) *cobra.Command {
 kubeconfig (manifests/inspect/service-proxy.yaml), or directly with
 --inspect-url (for example after kubectl -n kube-system port-forward
 deploy/hivesched-scheduler 10262:10262), or from a saved answer with
---from-file.`,
+--from-file. The API authenticates you by your kubeconfig's bearer token
+(or --token) and shows what RBAC lets you see (docs/inspect.md).
+"kubectl hivesched dashboard" serves its web page on this machine.`,
 		SilenceUsage: true,
 	}
 	root.SetOut(out)
@@ -40,7 +42,7 @@ deploy/hivesched-scheduler 10262:10262), or from a saved answer with
 	pf.StringVar(&o.service, "scheduler-service", "hivesched-inspect", "name of the scheduler's inspect Service")
 	pf.IntVar(&o.port, "scheduler-port", 10262, "port of the scheduler's inspect Service")
 	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the answer")
-	root.AddCommand(cellsCommand(o), whyCommand(o), vcsCommand(o), groupsCommand(o))
+	root.AddCommand(cellsCommand(o), whyCommand(o), vcsCommand(o), groupsCommand(o), dashboardCommand(o))
 	return root
 }
 

@@ -173,7 +173,9 @@ var groupStates = []string{"Pending", "Preempting", "Allocated", "Being preempte
 
 func writeVCs(w io.Writer, vcs []iv1.VirtualCluster, detail bool) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tTOTAL\tUSED\tFREE\tOPP\tPENDING\tPREEMPTING\tALLOCATED\tBEING PREEMPTED\tCELLS")
+	// TOTAL = USED + FREE + LENT + UNAVAILABLE; OPP (the VC's own
+	// opportunistic use, anywhere) is outside TOTAL: as kubectl get vc.
+	fmt.Fprintln(tw, "NAME\tSTATE\tTOTAL\tUSED\tFREE\tLENT\tUNAVAILABLE\tOPP\tPENDING\tPREEMPTING\tALLOCATED\tBEING PREEMPTED\tCELLS")
 	for _, vc := range vcs {
 		var cells []string
 		for _, c := range vc.Cells {
@@ -182,7 +184,8 @@ func writeVCs(w io.Writer, vcs []iv1.VirtualCluster, detail bool) error {
 		for _, p := range vc.PinnedCells {
 			cells = append(cells, "pinned:"+p.ID)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d", vc.Name, vc.State, vc.LeafCells.Total, vc.LeafCells.Used, vc.LeafCells.Free, vc.LeafCells.Opportunistic)
+		c := vc.LeafCells
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d", vc.Name, vc.State, c.Total, c.Used, c.Free, c.Lent, c.Unavailable, c.Opportunistic)
 		for _, s := range groupStates {
 			fmt.Fprintf(tw, "\t%d", vc.AffinityGroups[s])
 		}

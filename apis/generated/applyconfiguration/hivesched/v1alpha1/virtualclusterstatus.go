@@ -52,8 +52,8 @@ type VirtualClusterStatusApplyConfiguration struct {
 	UsedLeafCells *int32 `json:"usedLeafCells,omitempty"`
 	// FreeLeafCells is the number of the VC's leaf cells that are free and
 	// healthy: in its bound cells, and every leaf cell of its virtual cells
-	// not bound yet. TotalLeafCells - UsedLeafCells - FreeLeafCells are on
-	// unhealthy hardware or lent to opportunistic groups.
+	// not bound yet. TotalLeafCells - UsedLeafCells - FreeLeafCells are
+	// LentLeafCells and UnavailableLeafCells.
 	FreeLeafCells *int32 `json:"freeLeafCells,omitempty"`
 	// OpportunisticGroups is the number of the VC's running affinity groups
 	// that are opportunistic: priority -1, or guaranteed groups downgraded
@@ -77,6 +77,17 @@ type VirtualClusterStatusApplyConfiguration struct {
 	// not place hold (another scheduler's pods, or pods created with
 	// spec.nodeName, that request the leaf cell resource).
 	ForeignLeafCells *int32 `json:"foreignLeafCells,omitempty"`
+	// LentLeafCells is the number of the VC's healthy leaf cells, neither
+	// used by its guaranteed groups nor free, that opportunistic groups use
+	// (another VC's, or its own outside its guarantee): lent, and taken back
+	// by preemption when the VC needs them.
+	LentLeafCells *int32 `json:"lentLeafCells,omitempty"`
+	// UnavailableLeafCells is the number of the VC's leaf cells that are
+	// neither used by its guaranteed groups, free nor lent: on lost
+	// hardware, held by pods hivesched did not place, or on hardware of
+	// unknown health. TotalLeafCells = UsedLeafCells + FreeLeafCells +
+	// LentLeafCells + UnavailableLeafCells.
+	UnavailableLeafCells *int32 `json:"unavailableLeafCells,omitempty"`
 }
 
 // VirtualClusterStatusApplyConfiguration constructs a declarative configuration of the VirtualClusterStatus type for use with
@@ -204,5 +215,21 @@ func (b *VirtualClusterStatusApplyConfiguration) WithLostLeafCells(value int32) 
 // If called multiple times, the ForeignLeafCells field is set to the value of the last call.
 func (b *VirtualClusterStatusApplyConfiguration) WithForeignLeafCells(value int32) *VirtualClusterStatusApplyConfiguration {
 	b.ForeignLeafCells = &value
+	return b
+}
+
+// WithLentLeafCells sets the LentLeafCells field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the LentLeafCells field is set to the value of the last call.
+func (b *VirtualClusterStatusApplyConfiguration) WithLentLeafCells(value int32) *VirtualClusterStatusApplyConfiguration {
+	b.LentLeafCells = &value
+	return b
+}
+
+// WithUnavailableLeafCells sets the UnavailableLeafCells field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the UnavailableLeafCells field is set to the value of the last call.
+func (b *VirtualClusterStatusApplyConfiguration) WithUnavailableLeafCells(value int32) *VirtualClusterStatusApplyConfiguration {
+	b.UnavailableLeafCells = &value
 	return b
 }
