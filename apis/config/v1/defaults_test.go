@@ -44,6 +44,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
 				AffinityGroupStatus:           ptr.To(true),
 				AffinityGroupRetentionSeconds: ptr.To[int64](600),
+				DRA:                           &DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: ptr.To("gpu.nvidia.com")},
 			},
 		},
 		{
@@ -59,6 +60,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
 				AffinityGroupStatus:           ptr.To(true),
 				AffinityGroupRetentionSeconds: ptr.To[int64](600),
+				DRA:                           &DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: ptr.To("gpu.nvidia.com")},
 			},
 		},
 		{
@@ -73,6 +75,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				LeafCellResourceName:          ptr.To("amd.com/gpu"),
 				AffinityGroupStatus:           ptr.To(false),
 				AffinityGroupRetentionSeconds: ptr.To[int64](0),
+				DRA:                           &DRAArgs{GPUDeviceClasses: []string{}, Driver: ptr.To("amd.com")},
 			},
 			want: &HiveSchedArgs{
 				PermitWaitingTimeSeconds:      ptr.To[int64](0),
@@ -84,6 +87,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				LeafCellResourceName:          ptr.To("amd.com/gpu"),
 				AffinityGroupStatus:           ptr.To(false),
 				AffinityGroupRetentionSeconds: ptr.To[int64](0),
+				DRA:                           &DRAArgs{GPUDeviceClasses: []string{}, Driver: ptr.To("amd.com")},
 			},
 		},
 		{
@@ -104,6 +108,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
 				AffinityGroupStatus:           ptr.To(true),
 				AffinityGroupRetentionSeconds: ptr.To[int64](600),
+				DRA:                           &DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: ptr.To("gpu.nvidia.com")},
 			},
 		},
 	}
@@ -127,4 +132,6 @@ func TestSchemeDefaulting(t *testing.T) {
 	assert.Equal(t, DefaultLeafCellResourceName, *args.LeafCellResourceName)
 	assert.True(t, *args.AffinityGroupStatus)
 	assert.Equal(t, DefaultAffinityGroupRetentionSeconds, *args.AffinityGroupRetentionSeconds)
+	assert.Equal(t, []string{DefaultGPUDeviceClass}, args.DRA.GPUDeviceClasses)
+	assert.Equal(t, DefaultDRADriver, *args.DRA.Driver)
 }
