@@ -83,6 +83,7 @@ type HiveSched struct {
 	cycles   podGroupCycles            // what pod-group cycles hold (podgroupcycle.go)
 	pgs      *podGroups                // scheduler-plugins' PodGroups
 	wl       *workloadAPI              // Workload API PodGroups, nil without GenericWorkload
+	dra      *draState                 // GPU claims (DRA), nil without GPU DeviceClasses (dra.go)
 }
 
 var (
@@ -147,6 +148,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		deleter:       binding.NewDeleter(h.ClientSet(), args.VictimGracePeriodSeconds),
 		binds:         binds{gate: binding.NewGate(int(args.MaxBindingPods)), retries: binding.NewRetries(int(args.MaxBindAttempts))},
 		cycles:        podGroupCycles{holds: newGroupHolds()},
+		dra:           newDRA(args, h),
 	}
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
@@ -156,7 +158,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 	}
-	p.vcs = virtualclusters.New(virtualclusters.Config{Core: core, Client: vcClient, Every: statusEvery, Recovered: p.recovery.Done, Foreign: p.devices})
+	p.vcs = virtualclusters.New(virtualclusters.Config{Core: core, Client: vcClient, Every: statusEvery, Recovered: p.recovery.Done, Foreign: foreignOn{p}})
 	p.ags = affinitygroups.New(affinitygroups.Config{Writes: args.AffinityGroupStatus, Client: agClient, Pods: h.ClientSet(), Core: core,
 		Members: p.groups, VirtualClusters: p.vcs, Every: statusEvery, Retention: time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
 		Recovered: p.recovery.Done, TimedOut: p.pendingTimedOut})
@@ -203,6 +205,10 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	go p.vcs.Run(ctx)
 	go p.runHoldJanitor(ctx)
 	go p.ags.Run(ctx)
+	if p.dra != nil {
+		go p.runSignalJanitor(ctx)
+	}
+	registerProfile(h, p)
 	return p, nil
 }
 

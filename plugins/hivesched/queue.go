@@ -10,12 +10,16 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // PreEnqueue keeps a gang's pods out of the active queue until every member
 // pod exists, so that the group is decided once with all members at hand.
 func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	req, err := p.request(pod)
+	if err != nil && len(pod.Spec.ResourceClaims) > 0 && podrequest.IsAwaiting(err) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error()) // its claims do not exist yet
+	}
 	if err != nil || req == nil {
 		return nil // plain pods pass; bad specs are reported by PreFilter
 	}

@@ -265,7 +265,10 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 	profile := map[string]any{
 		"schedulerName": schedulerName,
 		"plugins": map[string]any{
-			"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+			// As manifests/scheduler: DynamicResources runs wrapped, without
+			// GPU claims, which HiveSched allocates.
+			"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.DRAName}, map[string]any{"name": hivesched.Name}},
+				"disabled": []any{map[string]any{"name": "DynamicResources"}}},
 			"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
 			"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
 			"bind":       map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
@@ -299,7 +302,7 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		hivesched.AwaitLeadership(true)
 		defer hivesched.AwaitLeadership(false)
 	}
-	setup := []app.Option{app.WithPlugin(hivesched.Name, hivesched.New)}
+	setup := []app.Option{app.WithPlugin(hivesched.Name, hivesched.New), app.WithPlugin(hivesched.DRAName, hivesched.NewDRA)}
 	if extra, ok := profile[extraPluginsKey]; ok {
 		delete(profile, extraPluginsKey)
 		setup = append(setup, extra.([]app.Option)...)
@@ -309,12 +312,17 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		delete(profile, kubeconfigKey)
 		kubeconfig = p.(string)
 	}
+	profiles := []any{profile}
+	if extra, ok := profile[extraProfilesKey]; ok {
+		delete(profile, extraProfilesKey)
+		profiles = append(profiles, extra.([]any)...)
+	}
 	cfg := map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
 		"kind":             "KubeSchedulerConfiguration",
 		"leaderElection":   map[string]any{"leaderElect": false},
 		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
-		"profiles":         []any{profile},
+		"profiles":         profiles,
 	}
 	raw, err := yaml.Marshal(cfg)
 	require.NoError(t, err)
