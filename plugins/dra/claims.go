@@ -9,15 +9,14 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
 )
 
 // Claims tracks which devices of the GPU driver are allocated, and to which
-// claims: from the ResourceClaim informer, and, at each decision, from the
-// allocations in flight in this scheduler process (other profiles'
-// DynamicResources between their Reserve and PreBind). A node's claimed
+// claims: from the ResourceClaim informer, and the allocations this
+// scheduler process made and has not written yet (its profile's
+// DynamicResources between its Reserve and PreBind). A node's claimed
 // devices are the core's input NodeDevices.Claimed: a claimed leaf no group
 // of the core holds is taken. It never calls the API server.
 type Claims struct {
@@ -26,9 +25,9 @@ type Claims struct {
 	mu       sync.Mutex
 	byUID    map[types.UID]*allocatedClaim
 	byDevice map[deviceKey]sets.Set[types.UID]
-	// inFlight: devices allocated in this process and not (yet) in any
-	// claim the informer shows, as of the last decision.
-	inFlight sets.Set[deviceKey]
+	// pending: allocations this process made and the informer does not
+	// show yet, by claim (SetPending).
+	pending map[types.UID][]deviceKey
 	// ours: claims hivesched allocated (written or being written).
 	ours map[types.UID]bool
 	// announced: foreign claims told (by an event) that they are counted.
@@ -45,7 +44,7 @@ type allocatedClaim struct {
 // NewClaims tracks claims whose devices slices map to leaf cells.
 func NewClaims(slices *Slices) *Claims {
 	return &Claims{slices: slices, byUID: map[types.UID]*allocatedClaim{}, byDevice: map[deviceKey]sets.Set[types.UID]{},
-		inFlight: sets.New[deviceKey](), ours: map[types.UID]bool{}, announced: map[types.UID]bool{}}
+		pending: map[types.UID][]deviceKey{}, ours: map[types.UID]bool{}, announced: map[types.UID]bool{}}
 }
 
 // Update records a claim's allocation (added, changed, deleted; an
@@ -76,6 +75,12 @@ func (c *Claims) Update(claim *resourceapi.ResourceClaim, deleted bool) []string
 		}
 		delete(c.byUID, claim.UID)
 	}
+	if deleted {
+		for _, d := range c.pending[claim.UID] {
+			c.addNode(nodes, d)
+		}
+		delete(c.pending, claim.UID)
+	}
 	if len(devs) == 0 {
 		if deleted || old != nil {
 			// Gone, or released: whoever allocates it next is not known.
@@ -90,9 +95,12 @@ func (c *Claims) Update(claim *resourceapi.ResourceClaim, deleted bool) []string
 			c.byDevice[d] = sets.New[types.UID]()
 		}
 		c.byDevice[d].Insert(claim.UID)
-		c.inFlight.Delete(d)
 		c.addNode(nodes, d)
 	}
+	for _, d := range c.pending[claim.UID] {
+		c.addNode(nodes, d)
+	}
+	delete(c.pending, claim.UID) // written: the informer shows it
 	return sets.List(nodes)
 }
 
@@ -102,29 +110,34 @@ func (c *Claims) addNode(nodes sets.Set[string], d deviceKey) {
 	}
 }
 
-// SetInFlight records the devices allocated in this process (the shared
-// DRA manager's ListAllAllocatedDevices: informer, assumed and in-flight
-// claims of every profile) that no claim the informer shows holds, and
-// returns the nodes whose claimed devices changed.
-func (c *Claims) SetInFlight(all sets.Set[structured.DeviceID]) []string {
-	driver := c.slices.Driver()
-	now := sets.New[deviceKey]()
+// SetPending records an allocation this process made for a claim and has
+// not written yet (the profile's DynamicResources between its Reserve and
+// PreBind, read from the shared DRA manager's pending allocation): its
+// devices are claimed until the informer shows the claim allocated, or it
+// is dropped (Unreserve). It returns the nodes whose claimed devices
+// changed.
+func (c *Claims) SetPending(uid types.UID, alloc *resourceapi.AllocationResult) []string {
+	var devs []deviceKey
+	if alloc != nil {
+		for _, r := range alloc.Devices.Results {
+			if r.Driver == c.slices.Driver() {
+				devs = append(devs, deviceKey{r.Pool, r.Device})
+			}
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id := range all {
-		if id.Driver.String() != driver {
-			continue
-		}
-		k := deviceKey{id.Pool.String(), id.Device.String()}
-		if _, known := c.byDevice[k]; !known {
-			now.Insert(k)
-		}
-	}
 	nodes := sets.New[string]()
-	for k := range c.inFlight.SymmetricDifference(now) {
-		c.addNode(nodes, k)
+	for _, d := range c.pending[uid] {
+		c.addNode(nodes, d)
 	}
-	c.inFlight = now
+	delete(c.pending, uid)
+	if len(devs) > 0 && c.byUID[uid] == nil {
+		c.pending[uid] = devs
+		for _, d := range devs {
+			c.addNode(nodes, d)
+		}
+	}
 	return sets.List(nodes)
 }
 
@@ -134,10 +147,14 @@ func (c *Claims) Claimed(node string) []cellcore.DeviceRef {
 	devs := c.slices.Devices(node)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	pending := sets.New[deviceKey]()
+	for _, ds := range c.pending {
+		pending.Insert(ds...)
+	}
 	var out []cellcore.DeviceRef
 	for idx, d := range devs {
 		k := deviceKey{d.Pool, d.Name}
-		if c.byDevice[k] != nil || c.inFlight.Has(k) {
+		if c.byDevice[k] != nil || pending.Has(k) {
 			out = append(out, cellcore.DeviceRef{Index: idx})
 		}
 	}

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
@@ -211,23 +210,28 @@ func TestClaimsTrackClaimedDevices(t *testing.T) {
 	names, _ = c.ForeignOn([]string{"n0"}, 3)
 	require.Empty(t, names)
 
-	// In flight in this process (another profile's allocation not written
-	// yet): claimed until the informer shows a claim holding it, or it is
-	// no longer in flight.
-	inflight := sets.New(structured.MakeDeviceID(dratest.Driver, "n0", "gpu-1"), structured.MakeDeviceID(dratest.Driver, "n0", "gpu-6"),
-		structured.MakeDeviceID("nic.example.com", "n0", "nic-0"))
-	require.Equal(t, []string{"n0"}, c.SetInFlight(inflight))
+	// Allocated in this process and not written yet (DynamicResources
+	// between Reserve and PreBind): claimed until the informer shows the
+	// claim allocated, or it is dropped.
+	pending := &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+		{Driver: dratest.Driver, Pool: "n0", Device: "gpu-6"}, {Driver: "nic.example.com", Pool: "n0", Device: "nic-0"}}}}
+	require.Equal(t, []string{"n0"}, c.SetPending("b-uid", pending))
 	require.Equal(t, []cellcore.DeviceRef{{Index: 1}, {Index: 2}, {Index: 6}}, c.Claimed("n0"))
-	require.Empty(t, c.SetInFlight(inflight), "nothing changed")
+	written := allocated(dratest.Claim("ns", "b", 1), "n0", "gpu-6")
+	c.Update(written, false)
+	require.Equal(t, []cellcore.DeviceRef{{Index: 1}, {Index: 2}, {Index: 6}}, c.Claimed("n0"))
+	require.Empty(t, c.SetPending("b-uid", nil), "nothing pending any more")
+	require.Equal(t, []string{"n0"}, c.SetPending("c-uid", pending))
+	require.Equal(t, []string{"n0"}, c.SetPending("c-uid", nil))
+	c.Update(written, true)
 
 	// Released (deallocated), then deleted.
 	free := a.DeepCopy()
 	free.Status = resourceapi.ResourceClaimStatus{}
 	require.Equal(t, []string{"n0"}, c.Update(free, false))
 	require.False(t, c.Ours(a.UID), "released: no longer ours")
-	require.Equal(t, []cellcore.DeviceRef{{Index: 6}}, c.Claimed("n0"))
+	require.Empty(t, c.Claimed("n0"))
 	c.Update(free, true)
-	require.Equal(t, []string{"n0"}, c.SetInFlight(sets.New[structured.DeviceID]()))
 	require.Empty(t, c.Claimed("n0"))
 }
 

@@ -11,13 +11,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
-	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
@@ -90,7 +90,8 @@ func (d *draState) setListed(claims []*resourceapi.ResourceClaim) {
 	}
 }
 
-// claimNamed reads a claim from the informer (or the recovery's list).
+// claimNamed reads a claim as the shared DRA manager has it (the informer's
+// and the claims this process wrote), or from the recovery's list.
 func (d *draState) claimNamed(namespace, name string) (*resourceapi.ResourceClaim, error) {
 	d.mu.Lock()
 	listed := d.listed
@@ -101,7 +102,14 @@ func (d *draState) claimNamed(namespace, name string) (*resourceapi.ResourceClai
 		}
 		return nil, apierrors.NewNotFound(resourceapi.Resource("resourceclaims"), name)
 	}
-	return d.lister.ResourceClaims(namespace).Get(name)
+	c, err := d.getClaim(namespace, name)
+	if err != nil {
+		// The claim informer may lag the pod informer (a bound pod seen
+		// before its claim at start): asked, not assumed gone. Only
+		// records that list a claim the cache lacks get here.
+		return d.cs.ResourceV1().ResourceClaims(namespace).Get(context.TODO(), name, metav1.GetOptions{})
+	}
+	return c, err
 }
 
 type deferredPod struct {
@@ -291,30 +299,39 @@ func (p *HiveSched) deferRelease(pod *v1.Pod, deleted bool) bool {
 }
 
 // beforeDecision runs before the core decides a group (in the scheduling
-// loop): the devices allocated in flight in this process (other profiles'
-// DynamicResources between their Reserve and PreBind) become claimed for
-// the decision, allocations in flight of groups that no longer hold their
-// cells go, and the stale claims of the group's members are released.
+// loop): allocations in flight of groups that no longer hold their cells
+// go, and the stale claims of the group's members are released.
 func (p *HiveSched) beforeDecision(ctx context.Context, logger klog.Logger, group string) {
-	d := p.dra
-	var all sets.Set[structured.DeviceID]
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		if all, err = d.manager.ResourceClaims().ListAllAllocatedDevices(); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		logger.V(2).Info("devices allocated in flight not read; the informer's claims count", "err", err)
-	} else {
-		for _, n := range d.claims.SetInFlight(all) {
-			p.draNode(logger, n, false)
-		}
-	}
 	p.dropStaleSignals()
 	for _, pod := range p.groups.Pods(group) {
 		if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
 			p.releaseStaleClaims(ctx, logger, pod, nil)
+		}
+	}
+}
+
+// notePending hands the core the devices the profile's DynamicResources
+// just allocated in memory for the claims of a pod (its Reserve): they are
+// claimed until the informer shows them written, or the pod is unreserved
+// (drop). Called by HiveSchedDRA in the scheduling loop, so the next
+// decision sees them.
+func (p *HiveSched) notePending(logger klog.Logger, pod *v1.Pod, drop bool) {
+	d := p.dra
+	for i := range pod.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if err != nil || name == nil {
+			continue
+		}
+		c, err := d.getClaim(pod.Namespace, *name)
+		if err != nil {
+			continue
+		}
+		var alloc *resourceapi.AllocationResult
+		if !drop {
+			alloc = d.manager.ResourceClaims().GetPendingAllocation(c.UID)
+		}
+		for _, n := range d.claims.SetPending(c.UID, alloc) {
+			p.draNode(logger, n, drop)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -190,12 +191,25 @@ func (w *HiveSchedDRA) Score(ctx context.Context, state fwk.CycleState, pod *v1.
 
 func (w *HiveSchedDRA) ScoreExtensions() fwk.ScoreExtensions { return w.inner.ScoreExtensions() }
 
+// Reserve is DynamicResources' (its allocations go in flight in the
+// shared DRA manager); the devices it allocated are handed to HiveSched's
+// core at once, so that its next decision places nothing on them before
+// they are written.
 func (w *HiveSchedDRA) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
-	return w.inner.Reserve(ctx, state, w.cachedView(state, pod), node)
+	v := w.cachedView(state, pod)
+	st := w.inner.Reserve(ctx, state, v, node)
+	if hs := w.hivesched(); hs != nil && hs.dra != nil && len(v.Spec.ResourceClaims) > 0 && st.IsSuccess() {
+		hs.notePending(klog.FromContext(ctx), v, false)
+	}
+	return st
 }
 
 func (w *HiveSchedDRA) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) {
-	w.inner.Unreserve(ctx, state, w.cachedView(state, pod), node)
+	v := w.cachedView(state, pod)
+	w.inner.Unreserve(ctx, state, v, node)
+	if hs := w.hivesched(); hs != nil && hs.dra != nil && len(v.Spec.ResourceClaims) > 0 {
+		hs.notePending(klog.FromContext(ctx), v, true)
+	}
 }
 
 func (w *HiveSchedDRA) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) (*fwk.PreBindPreFlightResult, *fwk.Status) {

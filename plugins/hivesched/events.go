@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -22,6 +23,7 @@ func (p *HiveSched) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHin
 		// GPU claims: a pod waits for its claims to exist, and for a
 		// stale allocation of them to be released; slices name devices.
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.hintClaim},
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}},
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}},
 	}, nil
 }
@@ -36,6 +38,9 @@ func (p *HiveSched) hintClaim(logger klog.Logger, pod *v1.Pod, oldObj, newObj in
 	}
 	if c.Namespace != pod.Namespace {
 		return fwk.QueueSkip, nil
+	}
+	if metav1.IsControlledBy(c, pod) {
+		return fwk.Queue, nil // generated for it (its status may not name it yet)
 	}
 	for i := range pod.Spec.ResourceClaims {
 		if name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && name != nil && *name == c.Name {

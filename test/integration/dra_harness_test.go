@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,4 +262,101 @@ func (c *cluster) draPod(t *testing.T, ns, name string, gpus int64, scheduler st
 	}
 	dratest.UseClaim(p, claim.Name, false)
 	return p
+}
+
+// draPodTolerating is a default-scheduler pod whose claim tolerates the
+// fence of manifests/dra/fence.yaml.
+func (c *cluster) draPodTolerating(t *testing.T, ns, name string, gpus int64) *v1.Pod {
+	claim := dratest.Claim(ns, name+"-gpus", gpus)
+	claim.Spec.Devices.Requests[0].Exactly.Tolerations = []resourceapi.DeviceToleration{{Key: "hivesched.io/gpus", Operator: resourceapi.DeviceTolerationOpExists}}
+	_, err := c.kube.ResourceV1().ResourceClaims(ns).Create(t.Context(), claim, metav1.CreateOptions{})
+	require.NoError(t, err)
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       v1.PodSpec{Containers: []v1.Container{{Name: "main", Image: "busybox"}}},
+	}
+	dratest.UseClaim(p, claim.Name, false)
+	return p
+}
+
+// allocateAs writes a claim's allocation and reservation as another
+// allocator would (the test's admin identity, not hivesched): devices of
+// node, reserved for pod.
+func (c *cluster) allocateAs(t *testing.T, ns, name, node string, devices []string, pod *v1.Pod) *resourceapi.ResourceClaim {
+	claim, err := c.kube.ResourceV1().ResourceClaims(ns).Get(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+	claim, err = c.kube.ResourceV1().ResourceClaims(ns).Update(t.Context(), claim, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	alloc := &resourceapi.AllocationResult{NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+		MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{node}}}}}}}
+	for _, d := range devices {
+		alloc.Devices.Results = append(alloc.Devices.Results, resourceapi.DeviceRequestAllocationResult{Request: "gpus", Driver: dratest.Driver, Pool: node, Device: d})
+	}
+	claim.Status.Allocation = alloc
+	claim.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
+	claim, err = c.kube.ResourceV1().ResourceClaims(ns).UpdateStatus(t.Context(), claim, metav1.UpdateOptions{FieldManager: "someone-else"})
+	require.NoError(t, err)
+	return claim
+}
+
+// createClass creates a DeviceClass of every device of driver (CEL).
+func (c *cluster) createClass(t *testing.T, name, driver string) {
+	_, err := c.kube.ResourceV1().DeviceClasses().Create(t.Context(), &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: fmt.Sprintf("device.driver == '%s'", driver)}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// nicSlice is a node's slice of a second driver with two NICs.
+func nicSlice(node string) *resourceapi.ResourceSlice {
+	return &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-nic"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: "nic.example.com", NodeName: &node,
+			Pool:    resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{{Name: "nic-0"}, {Name: "nic-1"}}},
+	}
+}
+
+// allocationWatch counts, per claim, how often its status.allocation was
+// set (from none), and who set it last, from a watch opened before the
+// claims exist.
+type allocationWatch struct {
+	mu      sync.Mutex
+	sets    map[string]int
+	manager map[string]string
+}
+
+func (c *cluster) watchAllocations(t *testing.T) *allocationWatch {
+	w := &allocationWatch{sets: map[string]int{}, manager: map[string]string{}}
+	watcher, err := c.kube.ResourceV1().ResourceClaims(metav1.NamespaceAll).Watch(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	t.Cleanup(watcher.Stop)
+	allocated := map[string]bool{}
+	go func() {
+		for ev := range watcher.ResultChan() {
+			cl, ok := ev.Object.(*resourceapi.ResourceClaim)
+			if !ok {
+				continue
+			}
+			key := cl.Namespace + "/" + cl.Name
+			w.mu.Lock()
+			now := cl.Status.Allocation != nil
+			if now && !allocated[key] {
+				w.sets[key]++
+				w.manager[key] = statusManager(cl)
+			}
+			allocated[key] = now
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *allocationWatch) get(key string) (int, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sets[key], w.manager[key]
 }

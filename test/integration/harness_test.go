@@ -21,6 +21,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -565,6 +566,16 @@ func (c *cluster) describe(t *testing.T, pods []*v1.Pod) string {
 		for _, cond := range got.Status.Conditions {
 			fmt.Fprintf(&b, " [%s=%s %s]", cond.Type, cond.Status, cond.Message)
 		}
+		for _, st := range got.Status.ResourceClaimStatuses {
+			if st.ResourceClaimName != nil {
+				fmt.Fprintf(&b, " claim %s=%s", st.Name, *st.ResourceClaimName)
+			}
+		}
+		if got.Spec.NodeName == "" {
+			for _, e := range c.events(t, got) {
+				fmt.Fprintf(&b, "\n    event %s", e)
+			}
+		}
 	}
 	return b.String()
 }
@@ -661,6 +672,12 @@ func (c *cluster) applyManifest(t *testing.T, path string) {
 			var o admissionv1.ValidatingAdmissionPolicyBinding
 			create(&o, func() error {
 				_, err := c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		case "DeviceTaintRule":
+			var o resourceapi.DeviceTaintRule
+			create(&o, func() error {
+				_, err := c.kube.ResourceV1().DeviceTaintRules().Create(ctx, &o, metav1.CreateOptions{})
 				return err
 			})
 		default:
