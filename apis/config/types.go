@@ -88,6 +88,23 @@ type HiveSchedArgs struct {
 	// Rejected AffinityGroup is kept before it Expires (the scheduler then
 	// deletes the objects it created itself).
 	AffinityGroupRetentionSeconds int64
+
+	// DRA says which ResourceClaims hivesched allocates itself (GPU claims)
+	// and whose devices its leaf cells are (docs/plugin.md, "DRA").
+	DRA DRAArgs
+}
+
+// DRAArgs configures Dynamic Resource Allocation of GPU claims.
+type DRAArgs struct {
+	// GPUDeviceClasses: a ResourceClaim with a request of one of these
+	// DeviceClasses is a GPU claim, allocated by hivesched (the cells it
+	// decided), never by the profile's DynamicResources. Empty: none.
+	GPUDeviceClasses []string
+
+	// Driver is the DRA driver whose devices are the leaf cells: a node's
+	// leaf cell i is the device of the node's pool of this driver whose
+	// name ends in i (NVIDIA's gpu-<minor>).
+	Driver string
 }
 
 // PhysicalClusterSpec is HiveD's physicalCluster configuration.

@@ -24,7 +24,7 @@ import (
 )
 
 func main() {
-	command := app.NewSchedulerCommand(app.WithPlugin(hivesched.Name, hivesched.New))
+	command := app.NewSchedulerCommand(app.WithPlugin(hivesched.Name, hivesched.New), app.WithPlugin(hivesched.DRAName, hivesched.NewDRA))
 	run := command.RunE
 	command.RunE = func(cmd *cobra.Command, args []string) error {
 		// With leader election, HiveSched rebuilds its state when this

@@ -56,6 +56,7 @@ type Cell struct {
 	doomed    bool         // a bound root bound to lost hardware to keep the safety invariant
 	device    DeviceHealth // leaves only: the device's own health (seed 003)
 	mark      leafMark     // leaves only: counted as taken by a node's unnamed unhealthy devices or foreign pods
+	claimed   bool         // leaves only: a device claim (DRA) names the device (claimed.go)
 	index     int32        // leaves: device index in the node
 	leafCount int32
 
@@ -248,4 +249,7 @@ type node struct {
 	// marks to idle leaves as groups come and go.
 	wantMarks [numMarks]int32
 	remark    bool // queued for markNodeLeaves at the end of the operation
+	// claimed: how many of its leaves device claims name (claimed.go); a
+	// claimed leaf no group holds carries the foreign mark.
+	claimed int32
 }

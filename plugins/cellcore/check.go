@@ -362,11 +362,23 @@ func eachAtLevel(c *Cell, l int, fn func(*Cell)) {
 func checkNodeMarks(n *node, fail func(string, ...any)) {
 	var good, idleUnmarked, busyMarked int32
 	var got [numMarks]int32
+	var claimed int32
 	for _, nc := range n.cells {
 		nc.forEachLeaf(func(l *Cell) {
+			if l.claimed {
+				claimed++
+			}
 			if l.device != DeviceGood {
 				if l.mark != markNone {
 					fail("node %s: leaf %s of health %s carries a mark", n.name, l.ID(), l.device)
+				}
+				return
+			}
+			if l.claimed {
+				// A claimed leaf is foreign exactly while no group holds
+				// it, and counts for none of the unnamed marks.
+				if want := l.claimedMark(); l.mark != want {
+					fail("node %s: claimed leaf %s (idle %v) carries mark %d, want %d", n.name, l.ID(), l.idle(), l.mark, want)
 				}
 				return
 			}
@@ -387,6 +399,9 @@ func checkNodeMarks(n *node, fail func(string, ...any)) {
 	}
 	if busyMarked > 0 && idleUnmarked > 0 {
 		fail("node %s: %d marks on busy leaves while %d idle leaves are unmarked", n.name, busyMarked, idleUnmarked)
+	}
+	if claimed != n.claimed {
+		fail("node %s: %d claimed leaves, counted %d", n.name, claimed, n.claimed)
 	}
 }
 

@@ -93,7 +93,7 @@ func (k *Core) applyLeaf(l *Cell, old, now leafCounts) {
 		return
 	}
 	d := leafCounts{now.free - old.free, now.unsched - old.unsched, now.lost - old.lost, now.opp - old.opp, now.guar - old.guar, now.idleUnsched - old.idleUnsched}
-	if n := l.node; n != nil && !k.marking && n.wantMarks != [numMarks]int32{} {
+	if n := l.node; n != nil && !k.marking && (n.wantMarks != [numMarks]int32{} || n.claimed > 0) {
 		// A group came or went on a node with marked leaves: the marks may
 		// have to move to the leaves that are idle now.
 		k.queueRemark(n)

@@ -79,6 +79,9 @@ type NodeDevices struct {
 	Unhealthy int32
 	// Foreign devices are held by pods hivesched did not place.
 	Foreign int32
+	// Claimed devices are named in device claims (DRA ResourceClaims): a
+	// claimed leaf that no group uses or reserves is taken (claimed.go).
+	Claimed []DeviceRef
 }
 
 // SetNodeDevices records a node's device health and the devices taken
@@ -130,6 +133,7 @@ func (k *Core) SetNodeDevices(name string, d NodeDevices) error {
 		})
 	}
 	n.wantMarks[markUnhealthy], n.wantMarks[markForeign] = d.Unhealthy, d.Foreign
+	errs = append(errs, k.setClaimed(n, d.Claimed)...)
 	k.queueRemark(n)
 	return errors.Join(errs...)
 }
@@ -143,7 +147,7 @@ func (k *Core) NodeDevicesOf(name string) (NodeDevices, bool) {
 	if n == nil {
 		return NodeDevices{}, false
 	}
-	d := NodeDevices{Unhealthy: n.wantMarks[markUnhealthy], Foreign: n.wantMarks[markForeign]}
+	d := NodeDevices{Unhealthy: n.wantMarks[markUnhealthy], Foreign: n.wantMarks[markForeign], Claimed: n.claimedRefs()}
 	for _, nc := range n.cells {
 		nc.forEachLeaf(func(l *Cell) {
 			if l.device != DeviceGood {
@@ -195,10 +199,16 @@ func (k *Core) markNodeLeaves(n *node) {
 	total := int32(0)
 	for _, nc := range n.cells {
 		nc.forEachLeaf(func(l *Cell) {
-			if l.device != DeviceGood {
-				if l.mark != markNone {
+			if l.device != DeviceGood || l.claimed {
+				// Not Good: no mark. Claimed: the claim's mark on exactly
+				// this leaf (claimedMark), never one of the unnamed ones.
+				m := markNone
+				if l.claimed {
+					m = l.claimedMark()
+				}
+				if l.mark != m {
 					old := l.leafContribution()
-					l.mark = markNone
+					l.mark = m
 					k.updateLeaf(l, old)
 				}
 				return

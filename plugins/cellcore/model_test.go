@@ -473,7 +473,7 @@ func (m *modelRun) nodeHealth() {
 
 func (m *modelRun) deviceHealth() {
 	n := m.pick(m.nodeNames())
-	if m.r.Intn(3) == 0 {
+	if m.r.Intn(2) == 0 {
 		m.nodeDevices(n)
 		return
 	}
@@ -509,11 +509,35 @@ func setDevice(list []DeviceStatus, idx int32, h DeviceHealth) []DeviceStatus {
 }
 
 // nodeDevices changes what a node reports of its devices: a named device's
-// state (any of seed 003's), devices unhealthy without a name, and devices
-// foreign pods hold (pods another scheduler placed).
+// state (any of seed 003's), devices unhealthy without a name, devices
+// foreign pods hold (pods another scheduler placed), and devices named in
+// device claims (DRA): some of the leaves the node's groups hold (the claims
+// hivesched wrote for them, which stay claimed after the groups go until
+// this input changes again, as claims are released after their pods) and
+// some idle ones (other allocators' claims).
 func (m *modelRun) nodeDevices(n string) {
 	d := m.devices[n]
-	switch m.r.Intn(3) {
+	switch m.r.Intn(5) {
+	case 3, 4:
+		d.Claimed = nil
+		for _, l := range m.k.Snapshot().LeafCells {
+			if l.Node != n {
+				continue
+			}
+			busy := l.UsingGroup != "" || l.ReservingGroup != ""
+			switch {
+			case busy && m.r.Intn(3) != 0:
+			case !busy && m.mild && m.r.Intn(10) == 0:
+			case !busy && !m.mild && m.r.Intn(3) == 0:
+			default:
+				continue
+			}
+			d.Claimed = append(d.Claimed, DeviceRef{Index: l.Index})
+		}
+		if m.mild && m.r.Intn(3) == 0 {
+			d.Claimed = nil
+		}
+		m.stats["claimed"]++
 	case 0:
 		h := DeviceHealth(m.r.Intn(int(DeviceRetired) + 1))
 		if m.mild && m.r.Intn(4) != 0 {
@@ -536,7 +560,7 @@ func (m *modelRun) nodeDevices(n string) {
 	_ = m.k.SetNodeDevices(n, d)
 	got, ok := m.k.NodeDevicesOf(n)
 	require.True(m.t, ok)
-	m.devices[n] = NodeDevices{Devices: setDevice(got.Devices, -1, DeviceGood), Unhealthy: got.Unhealthy, Foreign: got.Foreign}
+	m.devices[n] = NodeDevices{Devices: setDevice(got.Devices, -1, DeviceGood), Unhealthy: got.Unhealthy, Foreign: got.Foreign, Claimed: got.Claimed}
 	for i := range m.devices[n].Devices {
 		m.devices[n].Devices[i].LeafCellType = ""
 	}

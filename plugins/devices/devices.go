@@ -9,6 +9,7 @@ package devices
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -223,11 +224,15 @@ type inputs struct {
 	perNode map[string]int64
 	// announced: foreign pods told (by an event) that they are counted.
 	announced map[types.UID]bool
+	// claimed: per node, the devices device claims (DRA) hold; slices:
+	// what the node's ResourceSlices say of its devices' health.
+	claimed map[string][]cellcore.DeviceRef
+	slices  map[string][]cellcore.DeviceStatus
 }
 
 func newInputs() *inputs {
 	return &inputs{nodes: map[string]nodeDeviceInput{}, foreign: map[types.UID]foreignPod{}, names: map[types.UID]string{},
-		perNode: map[string]int64{}, announced: map[types.UID]bool{}}
+		perNode: map[string]int64{}, announced: map[types.UID]bool{}, claimed: map[string][]cellcore.DeviceRef{}, slices: map[string][]cellcore.DeviceStatus{}}
 }
 
 // setNode records a node's input; it reports whether it changed.
@@ -315,7 +320,22 @@ func (d *inputs) coreInput(name string) cellcore.NodeDevices {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	in := d.nodes[name]
-	return cellcore.NodeDevices{Devices: in.devices, Unhealthy: in.unhealthy, Foreign: int32(min(d.perNode[name], math.MaxInt32))}
+	devs := in.devices
+	if extra := d.slices[name]; len(extra) > 0 {
+		// The node's annotation names a device's state first; its slices
+		// add the devices it does not name.
+		devs = append([]cellcore.DeviceStatus(nil), devs...)
+		for _, e := range extra {
+			named := false
+			for _, x := range in.devices {
+				named = named || x.Index == e.Index && (x.LeafCellType == "" || e.LeafCellType == "" || x.LeafCellType == e.LeafCellType)
+			}
+			if !named {
+				devs = append(devs, e)
+			}
+		}
+	}
+	return cellcore.NodeDevices{Devices: devs, Unhealthy: in.unhealthy, Foreign: int32(min(d.perNode[name], math.MaxInt32)), Claimed: d.claimed[name]}
 }
 
 // foreignPodsOn names (sorted, at most max) the foreign pods on the nodes.
@@ -395,6 +415,12 @@ func (t *Tracker) Foreign(pod *v1.Pod, deleted bool, held func(*v1.Pod) bool) in
 	if _, known := t.core.NodeHealthOf(pod.Spec.NodeName); !known {
 		return 0 // not a node of the physical cluster
 	}
+	if pod.Status.ExtendedResourceClaimStatus != nil {
+		// DynamicResources allocated its request of the resource as
+		// devices of a ResourceClaim (a DeviceClass maps the resource):
+		// the claim names them, and counts them (NodeDevices.Claimed).
+		return 0
+	}
 	n, err := podrequest.LeafRequest(pod, t.resource)
 	if err != nil {
 		n = math.MaxInt32 // beyond any node: every device of it counts
@@ -431,4 +457,53 @@ func (t *Tracker) ResetForeign(logger klog.Logger) {
 // ForeignPodsOn names (sorted, at most max) the foreign pods on the nodes.
 func (t *Tracker) ForeignPodsOn(nodes []string, max int) (names []string, more int) {
 	return t.inputs.foreignPodsOn(nodes, max)
+}
+
+// SetClaimed records the devices of a node that device claims (DRA
+// ResourceClaims) hold, and applies them if they changed; it reports
+// whether they did. A claimed device no group of the core holds is taken.
+func (t *Tracker) SetClaimed(logger klog.Logger, node string, refs []cellcore.DeviceRef) bool {
+	if _, known := t.core.NodeHealthOf(node); !known {
+		return false
+	}
+	t.inputs.mu.Lock()
+	same := slices.Equal(t.inputs.claimed[node], refs)
+	if !same {
+		if len(refs) == 0 {
+			delete(t.inputs.claimed, node)
+		} else {
+			t.inputs.claimed[node] = refs
+		}
+	}
+	t.inputs.mu.Unlock()
+	if same {
+		return false
+	}
+	t.apply(logger, node)
+	return true
+}
+
+// SetSliceHealth records what a node's ResourceSlices say of its devices
+// (a device tainted NoSchedule or NoExecute is bad), and applies it if it
+// changed; it reports whether it did. The node's annotation, where it names
+// a device, says more.
+func (t *Tracker) SetSliceHealth(logger klog.Logger, node string, devs []cellcore.DeviceStatus) bool {
+	if _, known := t.core.NodeHealthOf(node); !known {
+		return false
+	}
+	t.inputs.mu.Lock()
+	same := equalDevices(t.inputs.slices[node], devs)
+	if !same {
+		if len(devs) == 0 {
+			delete(t.inputs.slices, node)
+		} else {
+			t.inputs.slices[node] = devs
+		}
+	}
+	t.inputs.mu.Unlock()
+	if same {
+		return false
+	}
+	t.apply(logger, node)
+	return true
 }

@@ -164,7 +164,9 @@ func (p *HiveSched) placementAnnotations(s *cycleState, pod *v1.Pod) (map[string
 	if err != nil {
 		return nil, err
 	}
-	return p.signer.Annotations(pod, placement.NewRecord(req.Group, pp, p.groupDowngraded(s.group)), req.Hived), nil
+	rec := placement.NewRecord(req.Group, pp, p.groupDowngraded(s.group))
+	rec.Claims = s.claims
+	return p.signer.Annotations(pod, rec, req.Hived), nil
 }
 
 // Bind binds our pods with their placement in one API call: the API server
@@ -227,15 +229,37 @@ func (p *HiveSched) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.
 	if s := readState(state); s != nil && s.group != "" {
 		s.bindErr = nil
 		p.binds.retries.Bound(s.group, pod.UID)
+		if s.gpuClaims && p.groups.BoundCount(s.group) >= p.groups.MemberCount(s.group) {
+			// Every member's claims are written: nothing is in flight.
+			p.dropSignal(s.group)
+		}
 	}
 }
 
 // PreBind is the fallback for a profile where another bind plugin runs before
 // HiveSched's Bind: it patches the placement onto the pod before that plugin
 // binds it (two API writes per pod instead of one).
+//
+// For a pod with GPU claims it first allocates them (dra.go): each claim's
+// finalizer, allocation and reservation for the pod, written before the pod
+// is bound (two API writes per claim; none for a claim a retried binding
+// wrote already).
 func (p *HiveSched) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s := readState(state)
-	if s == nil || p.bindsFirst() {
+	if s == nil {
+		return nil
+	}
+	if s.gpuClaims {
+		pp, err := p.core.AssignPod(s.group, podrequest.PodKey(pod), s.leaves)
+		if err != nil {
+			return fwk.AsStatus(err)
+		}
+		if s.claims, err = p.allocateClaims(ctx, pod, pp); err != nil {
+			s.bindErr = err
+			return fwk.AsStatus(fmt.Errorf("GPU claims of pod %s/%s: %w", pod.Namespace, pod.Name, err))
+		}
+	}
+	if p.bindsFirst() {
 		return nil
 	}
 	ann, err := p.placementAnnotations(s, pod)
@@ -258,9 +282,11 @@ func (p *HiveSched) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.P
 var errBinderFailed = errors.New("the profile's bind plugin failed to bind it")
 
 // PreBindPreFlight tells the framework whether PreBind has work for the pod:
-// only for our pods, and only when HiveSched is not the profile's first binder.
+// only for our pods, and only when they have GPU claims or HiveSched is not
+// the profile's first binder.
 func (p *HiveSched) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if readState(state) == nil || p.bindsFirst() {
+	s := readState(state)
+	if s == nil || (p.bindsFirst() && !s.gpuClaims) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return nil, nil

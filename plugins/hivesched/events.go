@@ -4,6 +4,9 @@ import (
 	"context"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -17,7 +20,34 @@ func (p *HiveSched) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHin
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: p.hintPodDeleted},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: p.hintPodAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeCondition | fwk.UpdateNodeTaint | fwk.UpdateNodeLabel}},
+		// GPU claims: a pod waits for its claims to exist, and for a
+		// stale allocation of them to be released; slices name devices.
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: p.hintClaim},
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodGeneratedResourceClaim}},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}},
 	}, nil
+}
+
+// hintClaim queues a pod when one of its own claims changed.
+func (p *HiveSched) hintClaim(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {
+	c, ok := newObj.(*resourceapi.ResourceClaim)
+	if !ok {
+		if c, ok = oldObj.(*resourceapi.ResourceClaim); !ok {
+			return fwk.Queue, nil
+		}
+	}
+	if c.Namespace != pod.Namespace {
+		return fwk.QueueSkip, nil
+	}
+	if metav1.IsControlledBy(c, pod) {
+		return fwk.Queue, nil // generated for it (its status may not name it yet)
+	}
+	for i := range pod.Spec.ResourceClaims {
+		if name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i]); err == nil && name != nil && *name == c.Name {
+			return fwk.Queue, nil
+		}
+	}
+	return fwk.QueueSkip, nil
 }
 
 func (p *HiveSched) hintPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, newObj interface{}) (fwk.QueueingHint, error) {

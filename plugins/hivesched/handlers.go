@@ -34,6 +34,11 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 	if p.wl != nil {
 		lookups.Workloads = p.wl.listers
 	}
+	if p.dra != nil {
+		lookups.Claims = p.claimLeaves
+		_, _ = f.Resource().V1().ResourceSlices().Informer().AddEventHandler(handle(logger, p.onSlice))
+		_, _ = f.Resource().V1().ResourceClaims().Informer().AddEventHandler(handle(logger, p.onClaim))
+	}
 	p.groups.SetResolver(podrequest.NewResolver(p.resource, lookups))
 	vf.Start(ctx.Done())
 	p.startPodGroupInformer(ctx, logger)
@@ -153,9 +158,13 @@ func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recover
 		if recovered && pod.Spec.NodeName != "" && !p.groups.IsPinned(pod) {
 			// Bound: its group is the one its record names (the record
 			// is what a restart reads).
-			if rec, err := p.signer.Trusted(pod); err == nil {
+			if rec, err := p.trustedRecord(pod); err == nil {
 				p.groups.TrackRecorded(pod, rec.Request())
 				p.adopt(logger, pod, rec)
+			} else if _, signed := p.signer.Trusted(pod); signed == nil && !p.coreHolds(pod) {
+				// Signed, but its GPU claims do not hold what hivesched
+				// allocated: not hivesched's allocation.
+				p.refuseRecord(logger, pod, err)
 			}
 		}
 		group, complete := p.groups.Track(pod)
@@ -177,6 +186,14 @@ func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recover
 	}
 	if !recovered {
 		p.groups.Untrack(pod)
+		return
+	}
+	if p.deferRelease(pod, deleted) {
+		// Its GPU claims still hold its devices (the resourceclaim
+		// controller releases them after the pod): its cells stay its
+		// group's until they do (onClaim), so that no other claim is
+		// given a device still allocated to, and prepared for, this one.
+		logger.V(2).Info("pod gone, its GPU claims not released yet: its cells wait for them", "pod", klog.KObj(pod))
 		return
 	}
 	// Release the cells before the pod leaves the index: while it is in

@@ -84,6 +84,7 @@ type HiveSched struct {
 	pgs      *podGroups                // scheduler-plugins' PodGroups
 	wl       *workloadAPI              // Workload API PodGroups, nil without GenericWorkload
 	eventLog *inspect.EventLog         // recent preemptions and downgrades, for the dashboard (nil: inspect API off)
+	dra      *draState                 // GPU claims (DRA), nil without GPU DeviceClasses (dra.go)
 }
 
 var (
@@ -149,6 +150,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		binds: binds{gate: binding.NewGateWith(binding.GateConfig{Limit: int(args.MaxBindingPods), Adaptive: args.BindGate == config.BindGateAdaptive,
 			Floor: int(args.MinBindingPods), Logger: klog.FromContext(ctx).WithName("bindgate")}), retries: binding.NewRetries(int(args.MaxBindAttempts))},
 		cycles: podGroupCycles{holds: newGroupHolds()},
+		dra:    newDRA(args, h),
 	}
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
@@ -158,7 +160,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
 	}
-	p.vcs = virtualclusters.New(virtualclusters.Config{Core: core, Client: vcClient, Every: statusEvery, Recovered: p.recovery.Done, Foreign: p.devices})
+	p.vcs = virtualclusters.New(virtualclusters.Config{Core: core, Client: vcClient, Every: statusEvery, Recovered: p.recovery.Done, Foreign: foreignOn{p}})
 	p.ags = affinitygroups.New(affinitygroups.Config{Writes: args.AffinityGroupStatus, Client: agClient, Pods: h.ClientSet(), Core: core,
 		Members: p.groups, VirtualClusters: p.vcs, Every: statusEvery, Retention: time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
 		Recovered: p.recovery.Done, TimedOut: p.pendingTimedOut})
@@ -215,6 +217,10 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	go p.vcs.Run(ctx)
 	go p.runHoldJanitor(ctx)
 	go p.ags.Run(ctx)
+	if p.dra != nil {
+		go p.runSignalJanitor(ctx)
+	}
+	registerProfile(h, p)
 	return p, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/internal/english"
 	"github.com/hivesched/hivesched/plugins/metrics"
+	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
@@ -34,6 +35,12 @@ type cycleState struct {
 	// binder after PreBind); Unreserve then retries it on the same cells
 	// (bindfail.go). Only the pod's own binding goroutine touches it.
 	bindErr error
+	// gpuClaims: the pod asks through GPU claims (DRA), on its slot's
+	// leaf cells indices; PreBind allocates them and notes them in claims
+	// for the placement record (dra.go).
+	gpuClaims bool
+	indices   []int32
+	claims    []placement.ClaimRecord
 }
 
 func (s *cycleState) Clone() fwk.StateData { return s }
@@ -125,7 +132,10 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			p.ags.Refuse(name, "InvalidSchedulingSpec", err.Error())
 			return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 		}
-		return p.assign(state, pod, req)
+		return p.assign(ctx, state, pod, req)
+	}
+	if p.dra != nil {
+		p.beforeDecision(ctx, klog.FromContext(ctx), name)
 	}
 	start := time.Now()
 	d, err := p.core.Schedule(req.Group)
@@ -168,8 +178,13 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		if pgCycle != nil {
 			p.cycles.holds.add(name, pgCycle)
 		}
+		if p.dra != nil {
+			if claims, _, err := p.dra.podClaims(pod); err == nil && len(claims) > 0 {
+				p.signalGroup(klog.FromContext(ctx), name, d.Pods, claims[0].Claim)
+			}
+		}
 		p.ags.Waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
-		return p.assign(state, pod, req)
+		return p.assign(ctx, state, pod, req)
 	case cellcore.Preempt:
 		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.LeafCellNumber})
 		if pgCycle != nil {
@@ -208,13 +223,26 @@ func (p *HiveSched) groupVC(group string) string {
 
 // assign gives the pod its slot in its placed group and narrows the
 // candidate nodes to the slot's node.
-func (p *HiveSched) assign(state fwk.CycleState, pod *v1.Pod, req *podrequest.Request) (*fwk.PreFilterResult, *fwk.Status) {
+func (p *HiveSched) assign(ctx context.Context, state fwk.CycleState, pod *v1.Pod, req *podrequest.Request) (*fwk.PreFilterResult, *fwk.Status) {
 	pp, err := p.core.AssignPod(req.Group.Name, podrequest.PodKey(pod), req.LeafCellNumber)
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}
-	state.Write(stateKey, &cycleState{group: req.Group.Name, node: pp.Node, leaves: req.LeafCellNumber})
+	s := &cycleState{group: req.Group.Name, node: pp.Node, leaves: req.LeafCellNumber}
+	if p.hasGPUClaims(pod) {
+		// Its GPU claims must hold nothing but this slot's devices.
+		wait, err := p.checkClaims(ctx, pod, pp)
+		if err != nil {
+			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+			return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
+		}
+		if wait != "" {
+			return reject(state, fwk.Unschedulable, wait)
+		}
+		s.gpuClaims, s.indices = true, pp.LeafCellIndices
+	}
+	state.Write(stateKey, s)
 	return &fwk.PreFilterResult{NodeNames: sets.New(pp.Node)}, nil
 }
 
@@ -239,6 +267,9 @@ func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	if h, _ := p.core.NodeHealthOf(node.Name); h != cellcore.NodeHealthy {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node "+node.Name+" is "+h.String())
+	}
+	if s.gpuClaims {
+		return p.draFilter(s, node.Name)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -65,7 +66,37 @@ func (p *HiveSched) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
+	if p.dra != nil {
+		// The claims and slices are read by their own handlers, which may
+		// not have run yet: fed here first (updates are idempotent).
+		slices, claims := f.Resource().V1().ResourceSlices(), f.Resource().V1().ResourceClaims()
+		if !cache.WaitForCacheSync(ctx.Done(), slices.Informer().HasSynced, claims.Informer().HasSynced) {
+			return fmt.Errorf("resource slice and claim informers did not sync")
+		}
+		sl, err := slices.Lister().List(labels.Everything())
+		if err != nil {
+			return fmt.Errorf("listing resource slices: %w", err)
+		}
+		cl, err := claims.Lister().List(labels.Everything())
+		if err != nil {
+			return fmt.Errorf("listing resource claims: %w", err)
+		}
+		p.feedDRA(sl, cl)
+	}
 	return p.rebuild(ctx, nodes, pods, true)
+}
+
+// feedDRA hands slices and claims to the DRA side's indexes (recovery reads
+// them before their handlers may have).
+func (p *HiveSched) feedDRA(slices []*resourceapi.ResourceSlice, claims []*resourceapi.ResourceClaim) {
+	for _, s := range slices {
+		p.dra.slices.Update(s, false)
+	}
+	p.dra.mu.Lock()
+	for _, c := range claims {
+		p.dra.claims.Update(c, false)
+	}
+	p.dra.mu.Unlock()
 }
 
 // recoverFromAPI rebuilds from the API server, in New, before the informers
@@ -92,6 +123,29 @@ func (p *HiveSched) rebuildFromAPI(ctx context.Context) error {
 	pods := make([]*v1.Pod, len(pl.Items))
 	for i := range pl.Items {
 		pods[i] = &pl.Items[i]
+	}
+	if p.dra != nil {
+		sl, err := cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing resource slices: %w", err)
+		}
+		cl, err := cs.ResourceV1().ResourceClaims(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("listing resource claims: %w", err)
+		}
+		slices := make([]*resourceapi.ResourceSlice, len(sl.Items))
+		for i := range sl.Items {
+			slices[i] = &sl.Items[i]
+		}
+		claims := make([]*resourceapi.ResourceClaim, len(cl.Items))
+		for i := range cl.Items {
+			claims[i] = &cl.Items[i]
+		}
+		p.feedDRA(slices, claims)
+		// The claim informer is not started yet: records are checked
+		// against the listed claims.
+		p.dra.setListed(claims)
+		defer p.dra.setListed(nil)
 	}
 	// Events recorded before the scheduler starts its event broadcaster
 	// are dropped: the pod informer's first delivery reports untrusted
@@ -120,7 +174,7 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 		p.applyVC(logger, &vcs.Items[i])
 	}
 	untrusted := 0
-	groups := recovery.Groups(pods, p.signer.Trusted, func(pod *v1.Pod, err error) {
+	groups := recovery.Groups(pods, p.trustedRecord, func(pod *v1.Pod, err error) {
 		untrusted++
 		if report {
 			p.refuseRecord(logger, pod, err)
@@ -140,6 +194,15 @@ func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Po
 	p.devices.ResetForeign(logger)
 	for _, pod := range pods {
 		p.noteForeign(logger, pod, false, report)
+	}
+	if p.dra != nil {
+		// The claims of recovered pods are hivesched's; every allocated
+		// claim's devices are claimed: those no recovered group holds are
+		// taken (other allocators', refused ones, not released yet).
+		p.claimsRecovered(pods)
+		for _, n := range nodes {
+			p.draNode(logger, n.Name, false)
+		}
 	}
 	metrics.Recovery(time.Since(start), recovered, len(groups)-recovered, untrusted)
 	logger.Info("recovered allocations", "groups", recovered, "untrustedPlacements", untrusted, "nodes", len(nodes), "virtualClusters", len(vcs.Items))
@@ -209,7 +272,7 @@ func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placement.Record)
 		if other.UID == pod.UID || other.Spec.NodeName == "" || other.DeletionTimestamp != nil {
 			continue
 		}
-		if r, err := p.signer.Trusted(other); err == nil && r.Group == rec.Group {
+		if r, err := p.trustedRecord(other); err == nil && r.Group == rec.Group {
 			ms = append(ms, recovery.Recorded{Pod: other, Record: r})
 		}
 	}

@@ -52,6 +52,19 @@ type Record struct {
 	Downgraded           bool                           `json:"downgraded,omitempty"`
 	SpreadKey            string                         `json:"spreadKey,omitempty"`
 	WithinTopologyKey    string                         `json:"withinTopologyKey,omitempty"`
+	// Claims are the pod's GPU claims (DRA) and the devices hivesched
+	// allocated in them, written before the pod was bound: a restarted
+	// scheduler takes the pod's cells as hivesched's only if its claims
+	// still hold exactly these devices.
+	Claims []ClaimRecord `json:"claims,omitempty"`
+}
+
+// ClaimRecord is one GPU claim of a pod, as hivesched allocated it.
+type ClaimRecord struct {
+	Name string `json:"name"`
+	UID  string `json:"uid"`
+	// Devices are "driver/pool/device", sorted.
+	Devices []string `json:"devices"`
 }
 
 // NewRecord is the record of a pod placed at pp in group g.
@@ -100,6 +113,8 @@ const (
 	// maxRecordMembers: a group has at most MaxPodsPerGroup pods, hence at
 	// most that many distinct member shapes.
 	maxRecordMembers = cellcore.MaxPodsPerGroup
+	// maxRecordClaims: a pod lists at most 128 resource claims.
+	maxRecordClaims = 128
 )
 
 // Decode reads an annotation's value, refusing records that lack what
@@ -114,6 +129,9 @@ func Decode(s string) (Record, error) {
 	}
 	if r.Group == "" || r.Node == "" || len(r.Members) == 0 || len(r.LeafCellIndices) == 0 {
 		return r, fmt.Errorf("annotation %s lacks group, node, members or leaf cells", Annotation)
+	}
+	if len(r.Claims) > maxRecordClaims {
+		return r, fmt.Errorf("annotation %s has %d claims, more than a pod can have (%d)", Annotation, len(r.Claims), maxRecordClaims)
 	}
 	if len(r.Members) > maxRecordMembers {
 		return r, fmt.Errorf("annotation %s has %d members, more than a group can have (%d)", Annotation, len(r.Members), maxRecordMembers)

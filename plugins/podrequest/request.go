@@ -200,11 +200,11 @@ func limitOnly(pod *v1.Pod, name v1.ResourceName) bool {
 
 // MayAsk is a cheap test of whether the pod may ask hivesched for cells: it
 // names a VC, a group or a pod group in any form hivesched reads, carries
-// HiveD's spec or a hivesched annotation, or requests the leaf cell
-// resource. It parses nothing: the scheduling queue's callbacks, which run
+// HiveD's spec or a hivesched annotation, requests the leaf cell resource,
+// or has device claims (DRA: they may be GPU claims). It parses nothing: the scheduling queue's callbacks, which run
 // under the queue's lock, let a pod for which it is false pass untouched.
 func MayAsk(pod *v1.Pod, resource v1.ResourceName) bool {
-	if PodGroupName(pod) != "" {
+	if PodGroupName(pod) != "" || len(pod.Spec.ResourceClaims) > 0 {
 		return true
 	}
 	for k := range pod.Labels {

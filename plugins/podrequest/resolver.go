@@ -2,6 +2,7 @@ package podrequest
 
 import (
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	alphalisters "k8s.io/client-go/listers/scheduling/v1alpha3"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1beta1"
@@ -32,6 +33,12 @@ type Lookups struct {
 	// scheduler runs without feature gate GenericWorkload (pods that name
 	// a pod group are then told so).
 	Workloads *Workloads
+	// Claims, if set, reads the leaf cells a pod asks for through device
+	// claims (DRA ResourceClaims of a GPU DeviceClass): has is false for a
+	// pod without any. A pod that has some is read as if it requested that
+	// many of the leaf cell resource (WithLeafRequest); an error says what
+	// it waits for (IsAwaiting) or what to fix.
+	Claims func(pod *v1.Pod) (leaves int64, has bool, err error)
 }
 
 // Workloads are the Workload API's listers.
@@ -52,6 +59,10 @@ func NewResolver(resource v1.ResourceName, lookups Lookups) *Resolver {
 // Read returns the pod's request: nil if it does not ask for cells, or an
 // error that says what to fix (IsAwaiting: what it waits for).
 func (r *Resolver) Read(pod *v1.Pod) (*Request, error) {
+	pod, err := r.claimView(pod)
+	if err != nil {
+		return nil, err
+	}
 	if req, err, ok := r.resolve(pod); ok {
 		return req, err
 	}
@@ -73,4 +84,49 @@ func (r *Resolver) resolve(pod *v1.Pod) (*Request, error, bool) {
 		return req, err, true
 	}
 	return r.fromPodGroup(pod)
+}
+
+// claimView is the pod as its request is read: one that asks for leaf cells
+// through device claims as if it requested them as the leaf cell resource.
+func (r *Resolver) claimView(pod *v1.Pod) (*v1.Pod, error) {
+	if r.lookups.Claims == nil {
+		return pod, nil
+	}
+	n, has, err := r.lookups.Claims(pod)
+	if err != nil || !has {
+		return pod, err
+	}
+	return WithLeafRequest(pod, r.resource, n), nil
+}
+
+// PodLeaves is a pod's leaf cell count as its request reads it: through its
+// device claims, or its request of the leaf cell resource.
+func (r *Resolver) PodLeaves(pod *v1.Pod) (int64, error) {
+	pod, err := r.claimView(pod)
+	if err != nil {
+		return 0, err
+	}
+	return LeafRequest(pod, r.resource)
+}
+
+// WithLeafRequest is a copy of the pod whose first container requests n of
+// the leaf cell resource (its own requests of it, if any, dropped): the
+// pod as read for a request of n leaf cells made some other way.
+func WithLeafRequest(pod *v1.Pod, name v1.ResourceName, n int64) *v1.Pod {
+	view := *pod
+	view.Spec = *pod.Spec.DeepCopy()
+	for _, cs := range [][]v1.Container{view.Spec.InitContainers, view.Spec.Containers} {
+		for i := range cs {
+			delete(cs[i].Resources.Requests, name)
+			delete(cs[i].Resources.Limits, name)
+		}
+	}
+	if len(view.Spec.Containers) > 0 {
+		c := &view.Spec.Containers[0]
+		if c.Resources.Requests == nil {
+			c.Resources.Requests = v1.ResourceList{}
+		}
+		c.Resources.Requests[name] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	return &view
 }

@@ -46,6 +46,10 @@ type awaitingError struct{ msg string }
 
 func (e *awaitingError) Error() string { return e.msg }
 
+// Awaiting is an error that says the request waits for other objects to
+// exist (msg says which), not for a fix of the pod: IsAwaiting is true.
+func Awaiting(msg string) error { return &awaitingError{msg} }
+
 // IsAwaiting reports whether err says the request waits for other objects
 // to exist, not for a fix of the pod: a read that is not to be kept, so
 // that the next one sees them.
@@ -90,7 +94,7 @@ func (r *Resolver) fromWorkload(pod *v1.Pod) (*Request, error, bool) {
 	}
 	var composite *compositeRequest
 	if parent := pg.Spec.ParentCompositePodGroupName; parent != nil && *parent != "" {
-		if composite, err = w.composite(pod, pg, *parent, res); err != nil {
+		if composite, err = w.composite(pod, pg, *parent, res, r.PodLeaves); err != nil {
 			return nil, err, true
 		}
 	}
@@ -226,7 +230,7 @@ type compositeRequest struct {
 // composite whole, as one affinity group (several member shapes): its gang
 // policy must require every child pod group, each child a gang. Anything
 // else is refused with what to write instead.
-func (w *Workloads) composite(pod *v1.Pod, pg *schedv1beta1.PodGroup, parent string, res v1.ResourceName) (*compositeRequest, error) {
+func (w *Workloads) composite(pod *v1.Pod, pg *schedv1beta1.PodGroup, parent string, res v1.ResourceName, podLeaves func(*v1.Pod) (int64, error)) (*compositeRequest, error) {
 	ns := pod.Namespace
 	if w.Composites == nil {
 		return nil, fmt.Errorf("pod group %s/%s belongs to composite pod group %q, but the scheduler runs without feature gate CompositePodGroup: enable it, or drop parentCompositePodGroupName", ns, pg.Name, parent)
@@ -268,7 +272,7 @@ func (w *Workloads) composite(pod *v1.Pod, pg *schedv1beta1.PodGroup, parent str
 		size := int64(-1)
 		for _, p := range pods {
 			if PodGroupName(p) == c.Name {
-				if size, err = LeafRequest(p, res); err != nil {
+				if size, err = podLeaves(p); err != nil { // its request of res, or its GPU claims
 					return nil, err
 				}
 				break

@@ -305,7 +305,7 @@ func TestAdmissionPolicy(t *testing.T) {
 		// The operator's verdicts, set by the admin.
 		require.NoError(t, patchAs(c.kube, "", map[string]any{
 			"metadata": map[string]any{
-				"labels": map[string]any{hivesched.LabelHealth: "bad", "node-restriction.kubernetes.io/hivesched-health": "bad"},
+				"labels":      map[string]any{hivesched.LabelHealth: "bad", "node-restriction.kubernetes.io/hivesched-health": "bad"},
 				"annotations": map[string]any{hivesched.AnnotationDeviceHealth: "3=bad"},
 			},
 			"spec": map[string]any{"unschedulable": true},

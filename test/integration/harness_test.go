@@ -22,6 +22,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -266,7 +267,10 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 	profile := map[string]any{
 		"schedulerName": schedulerName,
 		"plugins": map[string]any{
-			"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+			// As manifests/scheduler: DynamicResources runs wrapped, without
+			// GPU claims, which HiveSched allocates.
+			"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.DRAName}, map[string]any{"name": hivesched.Name}},
+				"disabled": []any{map[string]any{"name": "DynamicResources"}}},
 			"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
 			"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
 			"bind":       map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
@@ -300,7 +304,7 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		hivesched.AwaitLeadership(true)
 		defer hivesched.AwaitLeadership(false)
 	}
-	setup := []app.Option{app.WithPlugin(hivesched.Name, hivesched.New)}
+	setup := []app.Option{app.WithPlugin(hivesched.Name, hivesched.New), app.WithPlugin(hivesched.DRAName, hivesched.NewDRA)}
 	if extra, ok := profile[extraPluginsKey]; ok {
 		delete(profile, extraPluginsKey)
 		setup = append(setup, extra.([]app.Option)...)
@@ -310,12 +314,17 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		delete(profile, kubeconfigKey)
 		kubeconfig = p.(string)
 	}
+	profiles := []any{profile}
+	if extra, ok := profile[extraProfilesKey]; ok {
+		delete(profile, extraProfilesKey)
+		profiles = append(profiles, extra.([]any)...)
+	}
 	cfg := map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
 		"kind":             "KubeSchedulerConfiguration",
 		"leaderElection":   map[string]any{"leaderElect": false},
 		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
-		"profiles":         []any{profile},
+		"profiles":         profiles,
 	}
 	raw, err := yaml.Marshal(cfg)
 	require.NoError(t, err)
@@ -558,6 +567,16 @@ func (c *cluster) describe(t *testing.T, pods []*v1.Pod) string {
 		for _, cond := range got.Status.Conditions {
 			fmt.Fprintf(&b, " [%s=%s %s]", cond.Type, cond.Status, cond.Message)
 		}
+		for _, st := range got.Status.ResourceClaimStatuses {
+			if st.ResourceClaimName != nil {
+				fmt.Fprintf(&b, " claim %s=%s", st.Name, *st.ResourceClaimName)
+			}
+		}
+		if got.Spec.NodeName == "" {
+			for _, e := range c.events(t, got) {
+				fmt.Fprintf(&b, "\n    event %s", e)
+			}
+		}
 	}
 	return b.String()
 }
@@ -666,6 +685,12 @@ func (c *cluster) applyManifest(t *testing.T, path string) {
 			var o admissionv1.ValidatingAdmissionPolicyBinding
 			create(&o, func() error {
 				_, err := c.kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
+		case "DeviceTaintRule":
+			var o resourceapi.DeviceTaintRule
+			create(&o, func() error {
+				_, err := c.kube.ResourceV1().DeviceTaintRules().Create(ctx, &o, metav1.CreateOptions{})
 				return err
 			})
 		default:

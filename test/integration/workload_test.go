@@ -408,7 +408,9 @@ func TestWorkloadGangs(t *testing.T) {
 			Limits: []hv1.NamespaceLimits{{Namespace: "*", MaxPriority: ptr.To[int32](10)}}}}
 		_, err := c.vc.HiveschedV1alpha1().VirtualClusters().Create(t.Context(), capVC, metav1.CreateOptions{})
 		require.NoError(t, err)
-		t.Cleanup(func() { _ = c.vc.HiveschedV1alpha1().VirtualClusters().Delete(context.Background(), "capped-vc", metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = c.vc.HiveschedV1alpha1().VirtualClusters().Delete(context.Background(), "capped-vc", metav1.DeleteOptions{})
+		})
 		capped := map[string]string{hivesched.LabelVirtualCluster: "capped-vc"}
 		c.createPodGroup(t, "wl", "vip", 1, capped, func(pg *schedv1beta1.PodGroup) { pg.Spec.Priority = ptr.To[int32](500) })
 		c.createPodGroup(t, "wl", "vip-ann", 1, capped, func(pg *schedv1beta1.PodGroup) {

@@ -96,6 +96,18 @@ var codeNeeds = []access{
 	{"scheduling.k8s.io", "compositepodgroups", "watch", ""},
 	{"scheduling.k8s.io", "workloads", "list", ""},
 	{"scheduling.k8s.io", "workloads", "watch", ""},
+	// GPU claims (DRA, plugins/dra): the claim and slice informers are the
+	// scheduler's own; PreBind writes a claim's finalizer, allocation and
+	// reservation (the binding subresource's check, granular status
+	// authorization); a stale allocation is read and cleared.
+	{"resource.k8s.io", "resourceclaims", "get", ""},
+	{"resource.k8s.io", "resourceclaims", "list", ""},
+	{"resource.k8s.io", "resourceclaims", "watch", ""},
+	{"resource.k8s.io", "resourceclaims", "update", ""},
+	{"resource.k8s.io", "resourceclaims/status", "update", ""},
+	{"resource.k8s.io", "resourceclaims/binding", "update", ""},
+	{"resource.k8s.io", "resourceslices", "list", ""},
+	{"resource.k8s.io", "resourceslices", "watch", ""},
 	{"", "pods", "get", ""},
 	{"", "pods", "list", ""},
 	{"", "pods", "watch", ""},
@@ -127,6 +139,12 @@ var inherited = []access{
 	{"coordination.k8s.io", "leases", "create", ""},
 	// For kube-scheduler's own delegated authentication of its secure port.
 	{"authentication.k8s.io", "tokenreviews", "create", ""}, {"authorization.k8s.io", "subjectaccessreviews", "create", ""},
+	// DynamicResourceAllocation (GA) and granular claim status
+	// authorization (beta, on).
+	{"resource.k8s.io", "resourceclaims", "get", ""}, {"resource.k8s.io", "resourceclaims", "list", ""},
+	{"resource.k8s.io", "resourceclaims", "watch", ""}, {"resource.k8s.io", "resourceclaims", "update", ""},
+	{"resource.k8s.io", "resourceclaims/status", "update", ""}, {"resource.k8s.io", "resourceclaims/binding", "update", ""},
+	{"resource.k8s.io", "resourceslices", "list", ""}, {"resource.k8s.io", "resourceslices", "watch", ""},
 	// With GenericWorkload on in the API server (Kubernetes 1.36+).
 	{"scheduling.k8s.io", "podgroups", "list", ""}, {"scheduling.k8s.io", "podgroups", "watch", ""},
 	{"scheduling.k8s.io", "compositepodgroups", "list", ""}, {"scheduling.k8s.io", "compositepodgroups", "watch", ""},

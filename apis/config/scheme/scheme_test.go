@@ -115,6 +115,7 @@ profiles:
 		LeafCellResourceName:          "nvidia.com/gpu",
 		AffinityGroupStatus:           true,
 		AffinityGroupRetentionSeconds: 600,
+		DRA:                           config.DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: "gpu.nvidia.com"},
 	}
 	assert.Equal(t, want, hiveSchedArgs(t, cfg, "hivesched"))
 }
@@ -144,6 +145,7 @@ profiles:
 		LeafCellResourceName:          "nvidia.com/gpu",
 		AffinityGroupStatus:           true,
 		AffinityGroupRetentionSeconds: 600,
+		DRA:                           config.DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: "gpu.nvidia.com"},
 	}, hiveSchedArgs(t, cfg, "hivesched"))
 }
 
@@ -161,4 +163,30 @@ profiles:
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `decoding args for plugin HiveSched`)
 	assert.Contains(t, err.Error(), `unknown field "permitWaitingTime"`)
+}
+
+// The dra section: an explicit empty list of GPU classes turns GPU claims
+// off (it is not defaulted), a driver is kept.
+func TestDecodeDRA(t *testing.T) {
+	cfg, err := decode(t, `
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: a
+  pluginConfig:
+  - name: HiveSched
+    args:
+      dra:
+        gpuDeviceClasses: []
+        driver: gpu.example.com
+- schedulerName: b
+  pluginConfig:
+  - name: HiveSched
+    args:
+      dra:
+        gpuDeviceClasses: [gpu.nvidia.com, gpu-big.example.com]
+`)
+	require.NoError(t, err)
+	assert.Equal(t, config.DRAArgs{GPUDeviceClasses: []string{}, Driver: "gpu.example.com"}, hiveSchedArgs(t, cfg, "a").DRA)
+	assert.Equal(t, config.DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com", "gpu-big.example.com"}, Driver: "gpu.nvidia.com"}, hiveSchedArgs(t, cfg, "b").DRA)
 }

@@ -54,6 +54,11 @@ const (
 	DefaultLeafCellResourceName = "nvidia.com/gpu"
 	// DefaultAffinityGroupRetentionSeconds is the default AffinityGroupRetentionSeconds.
 	DefaultAffinityGroupRetentionSeconds int64 = 600
+	// DefaultGPUDeviceClass is the default DRA.GPUDeviceClasses: the
+	// DeviceClass NVIDIA's DRA driver installs for whole GPUs.
+	DefaultGPUDeviceClass = "gpu.nvidia.com"
+	// DefaultDRADriver is the default DRA.Driver: NVIDIA's GPU driver.
+	DefaultDRADriver = "gpu.nvidia.com"
 )
 
 // SetDefaults_HiveSchedArgs sets the defaults of unset HiveSchedArgs fields.
@@ -109,5 +114,15 @@ func SetDefaults_HiveSchedArgs(obj *HiveSchedArgs) { //nolint:revive,stylecheck 
 	if obj.AffinityGroupRetentionSeconds == nil {
 		v := DefaultAffinityGroupRetentionSeconds
 		obj.AffinityGroupRetentionSeconds = &v
+	}
+	if obj.DRA == nil {
+		obj.DRA = &DRAArgs{}
+	}
+	if obj.DRA.GPUDeviceClasses == nil {
+		obj.DRA.GPUDeviceClasses = []string{DefaultGPUDeviceClass}
+	}
+	if obj.DRA.Driver == nil || *obj.DRA.Driver == "" {
+		v := DefaultDRADriver
+		obj.DRA.Driver = &v
 	}
 }

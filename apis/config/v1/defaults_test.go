@@ -46,6 +46,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
 				AffinityGroupStatus:           ptr.To(true),
 				AffinityGroupRetentionSeconds: ptr.To[int64](600),
+				DRA:                           &DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: ptr.To("gpu.nvidia.com")},
 			},
 		},
 		{
@@ -63,6 +64,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
 				AffinityGroupStatus:           ptr.To(true),
 				AffinityGroupRetentionSeconds: ptr.To[int64](600),
+				DRA:                           &DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: ptr.To("gpu.nvidia.com")},
 			},
 		},
 		{
@@ -77,6 +79,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				LeafCellResourceName:          ptr.To("amd.com/gpu"),
 				AffinityGroupStatus:           ptr.To(false),
 				AffinityGroupRetentionSeconds: ptr.To[int64](0),
+				DRA:                           &DRAArgs{GPUDeviceClasses: []string{}, Driver: ptr.To("amd.com")},
 			},
 			want: &HiveSchedArgs{
 				PermitWaitingTimeSeconds:      ptr.To[int64](0),
@@ -90,6 +93,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				LeafCellResourceName:          ptr.To("amd.com/gpu"),
 				AffinityGroupStatus:           ptr.To(false),
 				AffinityGroupRetentionSeconds: ptr.To[int64](0),
+				DRA:                           &DRAArgs{GPUDeviceClasses: []string{}, Driver: ptr.To("amd.com")},
 			},
 		},
 		{
@@ -112,6 +116,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				LeafCellResourceName:          ptr.To("nvidia.com/gpu"),
 				AffinityGroupStatus:           ptr.To(true),
 				AffinityGroupRetentionSeconds: ptr.To[int64](600),
+				DRA:                           &DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: ptr.To("gpu.nvidia.com")},
 			},
 		},
 	}
@@ -162,4 +167,6 @@ func TestSchemeDefaulting(t *testing.T) {
 	assert.Equal(t, DefaultLeafCellResourceName, *args.LeafCellResourceName)
 	assert.True(t, *args.AffinityGroupStatus)
 	assert.Equal(t, DefaultAffinityGroupRetentionSeconds, *args.AffinityGroupRetentionSeconds)
+	assert.Equal(t, []string{DefaultGPUDeviceClass}, args.DRA.GPUDeviceClasses)
+	assert.Equal(t, DefaultDRADriver, *args.DRA.Driver)
 }

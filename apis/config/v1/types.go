@@ -126,6 +126,31 @@ type HiveSchedArgs struct {
 	// go with the Job anyway). Defaults to 600.
 	// +optional
 	AffinityGroupRetentionSeconds *int64 `json:"affinityGroupRetentionSeconds,omitempty"`
+
+	// DRA says which ResourceClaims hivesched allocates itself and whose
+	// devices its leaf cells are (docs/plugin.md, "DRA").
+	// +optional
+	DRA *DRAArgs `json:"dra,omitempty"`
+}
+
+// DRAArgs configures Dynamic Resource Allocation of GPU claims.
+type DRAArgs struct {
+	// GPUDeviceClasses: a ResourceClaim (or the claim of a
+	// ResourceClaimTemplate) with a request of one of these DeviceClasses
+	// is a GPU claim. hivesched allocates it, with exactly the devices of
+	// the leaf cells it decided for the pod; the profile's DynamicResources
+	// (wrapped by HiveSchedDRA) never sees it. Defaults to
+	// ["gpu.nvidia.com"], the class NVIDIA's DRA driver installs; [] turns
+	// GPU claims off (such pods are then refused).
+	// +optional
+	GPUDeviceClasses []string `json:"gpuDeviceClasses,omitempty"`
+
+	// Driver is the DRA driver whose devices are the leaf cells: leaf cell
+	// i of a node is the device of the node's ResourceSlice pool of this
+	// driver whose name ends in the number i (NVIDIA publishes gpu-<minor>,
+	// pool = node name). Defaults to "gpu.nvidia.com".
+	// +optional
+	Driver *string `json:"driver,omitempty"`
 }
 
 // PhysicalClusterSpec is HiveD's physicalCluster configuration.

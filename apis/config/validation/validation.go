@@ -112,6 +112,20 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 		}
 	}
 
+	draPath := path.Child("dra")
+	for i, c := range args.DRA.GPUDeviceClasses {
+		for _, msg := range validation.IsDNS1123Subdomain(c) {
+			allErrs = append(allErrs, field.Invalid(draPath.Child("gpuDeviceClasses").Index(i), c, "a DeviceClass name: "+msg))
+		}
+	}
+	if d := args.DRA.Driver; d == "" {
+		allErrs = append(allErrs, field.Required(draPath.Child("driver"), "must name the DRA driver of the GPUs, such as gpu.nvidia.com"))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(d) {
+			allErrs = append(allErrs, field.Invalid(draPath.Child("driver"), d, "a DRA driver name: "+msg))
+		}
+	}
+
 	pcPath := path.Child("physicalCluster")
 	if len(args.PhysicalCluster.CellTypes) == 0 {
 		allErrs = append(allErrs, field.Required(pcPath.Child("cellTypes"), "at least one cell type is required"))

@@ -38,6 +38,7 @@ func validArgs() *config.HiveSchedArgs {
 		VictimGracePeriodSeconds:    30,
 		MaxBindAttempts:             3,
 		LeafCellResourceName:        "nvidia.com/gpu",
+		DRA:                         config.DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: "gpu.nvidia.com"},
 	}
 }
 
@@ -160,6 +161,17 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 			mutate:   func(a *config.HiveSchedArgs) { a.LeafCellResourceName = "nvidia.com/gpu/x" },
 			wantErrs: []string{"args.leafCellResourceName: Invalid value"},
 		},
+		{name: "no GPU device classes", mutate: func(a *config.HiveSchedArgs) { a.DRA.GPUDeviceClasses = nil }},
+		{
+			name:     "malformed GPU device class",
+			mutate:   func(a *config.HiveSchedArgs) { a.DRA.GPUDeviceClasses = []string{"gpu.nvidia.com", "GPU_Class"} },
+			wantErrs: []string{"args.dra.gpuDeviceClasses[1]: Invalid value: \"GPU_Class\": a DeviceClass name"},
+		},
+		{
+			name:     "no DRA driver",
+			mutate:   func(a *config.HiveSchedArgs) { a.DRA.Driver = "" },
+			wantErrs: []string{"args.dra.driver: Required value"},
+		},
 		{
 			name:     "no cell types",
 			mutate:   func(a *config.HiveSchedArgs) { a.PhysicalCluster.CellTypes = nil },
@@ -179,6 +191,7 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 				"args.permitWaitingTimeSeconds",
 				"args.statusUpdateIntervalSeconds",
 				"args.leafCellResourceName",
+				"args.dra.driver",
 				"args.physicalCluster.cellTypes",
 				"args.physicalCluster.physicalCells",
 			},
