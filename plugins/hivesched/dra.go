@@ -74,6 +74,10 @@ type draState struct {
 	// listed: the claims a recovery from the API server listed (the claim
 	// informer is not started then), by namespace/name; nil otherwise.
 	listed map[string]*resourceapi.ResourceClaim
+	// awaited: claims (namespace/name) a pod's request waited for because
+	// the scheduler had not seen them: when they appear, the pods that
+	// name them are read again (onClaim).
+	awaited sets.Set[string]
 }
 
 // setListed makes claim lookups read the listed claims (nil: the informer).
@@ -137,6 +141,7 @@ func newDRA(args *config.HiveSchedArgs, h fwk.Handle) *draState {
 		signals:   map[string]types.UID{},
 		deferred:  map[types.UID]deferredPod{},
 		releasing: sets.New[types.UID](),
+		awaited:   sets.New[string](),
 	}
 }
 
@@ -149,7 +154,27 @@ func (d *draState) getClaim(namespace, name string) (*resourceapi.ResourceClaim,
 
 // podClaims are the pod's GPU claims and how many devices they ask for.
 func (d *draState) podClaims(pod *v1.Pod) ([]dra.PodClaim, int64, error) {
-	return d.cfg.GPUClaims(pod, d.getClaim)
+	return d.cfg.GPUClaims(pod, func(namespace, name string) (*resourceapi.ResourceClaim, error) {
+		c, err := d.getClaim(namespace, name)
+		if err != nil || c == nil {
+			d.mu.Lock()
+			d.awaited.Insert(namespace + "/" + name)
+			d.mu.Unlock()
+		}
+		return c, err
+	})
+}
+
+// appeared reports (once) whether a pod's request waited for the claim.
+func (d *draState) appeared(c *resourceapi.ResourceClaim) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key := c.Namespace + "/" + c.Name
+	if !d.awaited.Has(key) {
+		return false
+	}
+	d.awaited.Delete(key)
+	return true
 }
 
 // claimLeaves is podrequest's Lookups.Claims: a pod's leaf cells through
@@ -237,9 +262,10 @@ func (p *HiveSched) onClaim(logger klog.Logger, obj interface{}, deleted bool) {
 	if !released && p.recovery.Done() {
 		p.announceForeignClaim(logger, c)
 	}
-	if !deleted && c.Status.Allocation == nil {
-		// Pods that came before their claim (PreEnqueue holds them until
-		// their request can be read) are read again.
+	if !deleted && p.dra.appeared(c) {
+		// Pods that came before their claim, or before the scheduler saw
+		// it (PreEnqueue holds them until their request can be read), are
+		// read again.
 		p.rereadRefused(logger, c.Namespace, func(pod *v1.Pod) bool { return podNamesClaim(pod, c.Name) })
 	}
 }
