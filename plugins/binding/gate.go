@@ -36,6 +36,13 @@ import (
 // window; what is left is the API server's own latency variance at that
 // depth (docs/perf.md has the figures). A gang larger than the limit is
 // admitted when nothing is in flight.
+//
+// Opportunistic gangs bind in the room guaranteed ones leave: a queued
+// guaranteed gang goes ahead of every queued opportunistic one, and is
+// admitted as if no opportunistic binding were in flight. A huge
+// opportunistic gang (admitted alone, above the limit) therefore never holds
+// a guaranteed gang at the gate; the API server is then at most the limit
+// plus the opportunistic bindings in flight deep (issue 28, finding 12).
 type Gate struct {
 	// limit is the fixed limit (no controller), or the ceiling of the
 	// adaptive one.
@@ -57,6 +64,10 @@ type Gate struct {
 
 	mu       sync.Mutex
 	inflight int                    // pods binding, or room held for members of admitted gangs
+	// inflightOpp: the part of inflight that is opportunistic gangs';
+	// oppBinding counts, per group, its opportunistic members binding.
+	inflightOpp int
+	oppBinding  map[string]int
 	queue    []*gateTicket          // gangs waiting for room, in arrival order
 	tickets  map[string]*gateTicket // per group: its queued or admitted ticket with members to come
 	expected map[string]expectation // per group: members Permit let go together
@@ -111,6 +122,7 @@ const staleExpectation = time.Minute
 // gateTicket is one gang's turn at the gate.
 type gateTicket struct {
 	group    string
+	opp      bool          // an opportunistic gang's
 	want     int           // members expected to bind in this turn
 	unclaim  int           // room held for members that have not come yet
 	admitted chan struct{} // closed on admission
@@ -147,6 +159,7 @@ func NewGateWith(c GateConfig) *Gate {
 		tickets:      map[string]*gateTicket{},
 		expected:     map[string]expectation{},
 		binding:      map[string]*gateTicket{},
+		oppBinding:   map[string]int{},
 	}
 	if g.now == nil {
 		g.now = time.Now
@@ -213,8 +226,10 @@ func (g *Gate) Forget(group string) {
 }
 
 // Acquire waits until the pod's gang is admitted, then takes the pod's
-// place. Every successful Acquire must be followed by one Release.
-func (g *Gate) Acquire(ctx context.Context, group string) error {
+// place; opportunistic: the gang is an opportunistic one (it binds in the
+// room guaranteed gangs leave). Every successful Acquire must be followed by
+// one Release.
+func (g *Gate) Acquire(ctx context.Context, group string, opportunistic bool) error {
 	if g == nil {
 		return nil
 	}
@@ -223,7 +238,7 @@ func (g *Gate) Acquire(ctx context.Context, group string) error {
 	if t == nil {
 		want := g.expected[group].n
 		delete(g.expected, group)
-		t = &gateTicket{group: group, want: max(want, 1), admitted: make(chan struct{}), arrived: g.now()}
+		t = &gateTicket{group: group, opp: opportunistic, want: max(want, 1), admitted: make(chan struct{}), arrived: g.now()}
 		g.tickets[group] = t
 		g.queue = append(g.queue, t)
 		g.admitLocked()
@@ -250,6 +265,9 @@ func (g *Gate) Acquire(ctx context.Context, group string) error {
 
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if t.opp {
+		g.oppBinding[group]++
+	}
 	if t.unclaim > 0 {
 		t.unclaim-- // the room held for this member
 		t.out++
@@ -264,6 +282,9 @@ func (g *Gate) Acquire(ctx context.Context, group string) error {
 	// More members than Permit announced (or they came after the claim
 	// timeout): the gang is binding, so the pod goes too.
 	g.inflight++
+	if t.opp {
+		g.inflightOpp++
+	}
 	if b := g.binding[group]; b != nil {
 		b.out++
 	}
@@ -281,6 +302,14 @@ func (g *Gate) Release(group string, took time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.inflight--
+	if n := g.oppBinding[group]; n > 0 {
+		g.inflightOpp--
+		if n == 1 {
+			delete(g.oppBinding, group)
+		} else {
+			g.oppBinding[group] = n - 1
+		}
+	}
 	now := g.now()
 	g.est.observe(now, took)
 	if t := g.binding[group]; t != nil && t.out > 0 {
@@ -319,16 +348,32 @@ func (g *Gate) turnDoneLocked(now time.Time, t *gateTicket) {
 
 // admitLocked admits queued gangs in order while they fit in the current
 // limit (a gang larger than the limit fits an empty gate, whatever the
-// limit: the adaptive limit going down never holds a gang back for good). It does not skip ahead: a big gang is
-// not starved by small ones behind it.
+// limit: the adaptive limit going down never holds a gang back for good). It
+// does not skip ahead within a class: a big gang is not starved by small ones
+// behind it. Guaranteed gangs come first and count only guaranteed bindings
+// in flight; opportunistic ones count everything (see Gate).
 func (g *Gate) admitLocked() {
 	for len(g.queue) > 0 {
-		t := g.queue[0]
-		if g.inflight > 0 && g.inflight+t.want > g.curLimit() {
+		i := 0
+		for j, q := range g.queue {
+			if !q.opp {
+				i = j
+				break
+			}
+		}
+		t := g.queue[i]
+		busy := g.inflight
+		if !t.opp {
+			busy -= g.inflightOpp
+		}
+		if busy > 0 && busy+t.want > g.curLimit() {
 			return
 		}
-		g.queue = g.queue[1:]
+		g.queue = append(g.queue[:i], g.queue[i+1:]...)
 		g.inflight += t.want
+		if t.opp {
+			g.inflightOpp += t.want
+		}
 		t.unclaim = t.want
 		t.at = g.now()
 		g.binding[t.group] = t
@@ -346,6 +391,9 @@ func (g *Gate) expire(t *gateTicket) {
 		return
 	}
 	g.inflight -= t.unclaim
+	if t.opp {
+		g.inflightOpp -= t.unclaim
+	}
 	t.unclaim = 0
 	if g.tickets[t.group] == t {
 		delete(g.tickets, t.group)

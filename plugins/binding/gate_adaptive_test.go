@@ -63,7 +63,7 @@ func (f *flood) add(group string, n int) {
 	f.g.Expect(group, n)
 	for j := 0; j < n; j++ {
 		go func() {
-			if err := f.g.Acquire(context.Background(), group); err != nil {
+			if err := f.g.Acquire(context.Background(), group, false); err != nil {
 				f.t.Error(err)
 				return
 			}

@@ -12,8 +12,13 @@ import (
 // member starts one member's Acquire in the background; the returned
 // channel gets Acquire's result once the gate lets it through.
 func member(ctx context.Context, g *Gate, group string) <-chan error {
+	return memberOf(ctx, g, group, false)
+}
+
+// memberOf is member for a gang that is opportunistic or not.
+func memberOf(ctx context.Context, g *Gate, group string, opportunistic bool) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- g.Acquire(ctx, group) }()
+	go func() { done <- g.Acquire(ctx, group, opportunistic) }()
 	return done
 }
 
@@ -125,6 +130,57 @@ func TestBindGateLargeGangGoesAlone(t *testing.T) {
 	through(t, "after", after...)
 }
 
+func oppGang(ctx context.Context, g *Gate, group string, n int) []<-chan error {
+	g.Expect(group, n)
+	var ms []<-chan error
+	for i := 0; i < n; i++ {
+		ms = append(ms, memberOf(ctx, g, group, true))
+	}
+	return ms
+}
+
+// A huge opportunistic gang does not hold the gate alone (issue 28, finding
+// 12): before this rule, the guaranteed gang behind it waited until all of
+// its 40 bindings returned.
+func TestBindGateOpportunisticNeverHoldsGuaranteed(t *testing.T) {
+	ctx := context.Background()
+	g := NewGate(8)
+	huge := oppGang(ctx, g, "huge-opp", 40)
+	through(t, "huge opportunistic gang (alone in an empty gate)", huge...)
+	guaranteed := gang(ctx, g, "guaranteed", 8)
+	through(t, "a guaranteed gang while 40 opportunistic bindings are in flight", guaranteed...)
+
+	// Queued opportunistic gangs wait for all of it; a guaranteed gang that
+	// comes after them goes first.
+	opp := oppGang(ctx, g, "opp", 2)
+	waitQueued(t, g, 1)
+	g2 := gang(ctx, g, "g2", 4)
+	waitQueued(t, g, 2)
+	held(t, "opp (48 in flight)", opp...)
+	held(t, "g2 (8 guaranteed in flight)", g2...)
+	for i := 0; i < 4; i++ {
+		g.Release("guaranteed", 0)
+	}
+	through(t, "g2 (ahead of the opportunistic gang queued before it)", g2...)
+	held(t, "opp (still 48 in flight)", opp...)
+	for i := 0; i < 40; i++ {
+		g.Release("huge-opp", 0)
+	}
+	held(t, "opp (8 guaranteed in flight: no room)", opp...)
+	for i := 0; i < 4; i++ {
+		g.Release("guaranteed", 0)
+	}
+	for i := 0; i < 4; i++ {
+		g.Release("g2", 0)
+	}
+	through(t, "opp (an empty gate)", opp...)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inflight != 2 || g.inflightOpp != 2 {
+		t.Errorf("in flight %d (opportunistic %d), want 2 (2)", g.inflight, g.inflightOpp)
+	}
+}
+
 // A member that never reaches Bind (its binding cycle failed earlier) must
 // not hold its room for good.
 func TestBindGateUnclaimedRoomExpires(t *testing.T) {
@@ -179,7 +235,7 @@ func TestBindGateConcurrent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := g.Acquire(context.Background(), group); err != nil {
+				if err := g.Acquire(context.Background(), group, false); err != nil {
 					t.Error(err)
 					return
 				}
@@ -202,7 +258,7 @@ func TestBindGateOff(t *testing.T) {
 		t.Fatalf("limit 0 made a gate")
 	}
 	g.Expect("a", 8) // a nil gate is a no-op
-	if err := g.Acquire(context.Background(), "a"); err != nil {
+	if err := g.Acquire(context.Background(), "a", false); err != nil {
 		t.Fatal(err)
 	}
 	g.Release("", 0)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hivesched/hivesched/plugins/cellcore"
 	"sync"
 	"time"
 
@@ -190,7 +191,11 @@ func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if err := p.binds.gate.Acquire(ctx, s.group); err != nil {
+	// An opportunistic gang binds in the room guaranteed ones leave
+	// (plugins/binding, Gate).
+	req, _, _ := p.groups.Cached(pod)
+	opportunistic := req != nil && req.Group.Priority == cellcore.OpportunisticPriority
+	if err := p.binds.gate.Acquire(ctx, s.group, opportunistic); err != nil {
 		return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: waiting for its gang's turn: %w", pod.Namespace, pod.Name, err))
 	}
 	// The gate learns from the call's own duration, not from the wait

@@ -80,7 +80,7 @@ func TestBindGateGauges(t *testing.T) {
 		require.True(t, ok, bound)
 		require.Equal(t, want, v, bound)
 	}
-	require.NoError(t, g.Acquire(context.Background(), "a"))
+	require.NoError(t, g.Acquire(context.Background(), "a", false))
 	v, ok := gauge(t, "hivesched_bind_gate_pods", map[string]string{"scheduler": "gate-scheduler", "state": "in_flight"})
 	require.True(t, ok)
 	require.Equal(t, 1.0, v)

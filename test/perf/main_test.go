@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"k8s.io/klog/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -328,9 +329,12 @@ func withoutAGStatus(cfg map[string]any) map[string]any {
 }
 
 // withInspectPolling starts, for a HiveSched whose inspect API is on, a
-// client that reads the whole cell tree, the VCs and the groups and gathers
-// the metrics once a second while the plugin lives, as an operator's
-// dashboard would.
+// client that reads what an operator's dashboard reads (the cell map, the
+// whole cell tree, the VCs, their history, the groups with the finished
+// ones, the events) and gathers the metrics once a second while the plugin
+// lives: five times as often as the dashboard page polls. It sends the
+// scheduler's own token, which the inspect API reviews (TokenReview,
+// SubjectAccessReview) as it does a person's.
 func withInspectPolling(factory frameworkruntime.PluginFactory) frameworkruntime.PluginFactory {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		pl, err := factory(ctx, obj, h)
@@ -338,25 +342,42 @@ func withInspectPolling(factory frameworkruntime.PluginFactory) frameworkruntime
 			return nil, err
 		}
 		if args, ok := obj.(*hsconfig.HiveSchedArgs); ok && args.InspectBindAddress != "" {
-			go pollInspect(ctx, args.InspectBindAddress)
+			go pollInspect(ctx, args.InspectBindAddress, h.KubeConfig().BearerToken)
 		}
 		return pl, nil
 	}
 }
 
-func pollInspect(ctx context.Context, addr string) {
+// inspectPaths are what the dashboard and kubectl hivesched read.
+var inspectPaths = []string{"cellmap", "cells", "virtualclusters", "history", "affinitygroups?all=true", "events"}
+
+func pollInspect(ctx context.Context, addr, token string) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	refused := 0
 	for {
 		select {
 		case <-ctx.Done():
+			if refused > 0 {
+				klog.Warningf("inspect polling: %d answers were not 200 OK: the contender measured less than it says", refused)
+			}
 			return
 		case <-tick.C:
 		}
-		for _, path := range []string{"cells", "virtualclusters", "affinitygroups"} {
-			resp, err := http.Get("http://" + addr + "/v1/inspect/" + path)
+		for _, path := range inspectPaths {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/inspect/"+path, nil)
 			if err != nil {
 				continue
+			}
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue
+			}
+			if resp.StatusCode != http.StatusOK {
+				refused++
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			_ = resp.Body.Close()

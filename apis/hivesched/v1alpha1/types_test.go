@@ -87,7 +87,7 @@ func TestVirtualClusterStatusZeroCountsAreSerialized(t *testing.T) {
 	assert.JSONEq(t, `{"affinityGroups":{"pending":0,"preempting":0,"allocated":0,"beingPreempted":0},
 		"totalLeafCells":0,"usedLeafCells":0,"freeLeafCells":0,
 		"opportunisticGroups":0,"downgradedGroups":0,"opportunisticLeafCells":0,
-		"lostLeafCells":0,"foreignLeafCells":0}`, string(b))
+		"lostLeafCells":0,"foreignLeafCells":0,"lentLeafCells":0,"unavailableLeafCells":0}`, string(b))
 }
 
 func TestAffinityGroupRoundTrip(t *testing.T) {
