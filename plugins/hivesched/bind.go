@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/selfcheck"
 	"sync"
 	"time"
 
@@ -216,13 +217,16 @@ func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 		if err == nil {
 			err = c.WaitOnFinish(ctx, onFinish)
 		}
+		p.ownWrite(pod, selfcheck.WriteBinding, "", err)
 		if err != nil {
 			s.bindErr = err
 			return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: %w", pod.Namespace, pod.Name, err))
 		}
 		return nil
 	}
-	if err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+	err = p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{})
+	p.ownWrite(pod, selfcheck.WriteBinding, "", err)
+	if err != nil {
 		s.bindErr = err
 		return fwk.AsStatus(fmt.Errorf("binding pod %s/%s: %w", pod.Namespace, pod.Name, err))
 	}
@@ -322,6 +326,7 @@ func (p *HiveSched) annotate(ctx context.Context, pod *v1.Pod, ann map[string]st
 		return err
 	}
 	_, err = p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	p.ownWrite(pod, selfcheck.WritePlacement, "", err)
 	if err != nil {
 		return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

@@ -25,6 +25,7 @@ package hivesched
 import (
 	"context"
 	"fmt"
+	"github.com/hivesched/hivesched/plugins/selfcheck"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -85,6 +86,7 @@ type HiveSched struct {
 	wl       *workloadAPI              // Workload API PodGroups, nil without GenericWorkload
 	eventLog *inspect.EventLog         // recent preemptions and downgrades, for the dashboard (nil: inspect API off)
 	dra      *draState                 // GPU claims (DRA), nil without GPU DeviceClasses (dra.go)
+	writes   *selfcheck.Writes         // the outcome of the scheduler's own writes (selfcheck.go)
 }
 
 var (
@@ -151,6 +153,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			Floor: int(args.MinBindingPods), Logger: klog.FromContext(ctx).WithName("bindgate")}), retries: binding.NewRetries(int(args.MaxBindAttempts))},
 		cycles: podGroupCycles{holds: newGroupHolds()},
 		dra:    newDRA(args, h),
+		writes: selfcheck.New(),
 	}
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
@@ -182,7 +185,8 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pods := h.SharedInformerFactory().Core().V1().Pods()
-	p.records = placement.NewDowngradeWriter(h.ClientSet(), pods.Lister(), pods.Informer().HasSynced, p.signer, p.groupDowngraded)
+	p.records = placement.NewDowngradeWriter(h.ClientSet(), pods.Lister(), pods.Informer().HasSynced, p.signer, p.groupDowngraded,
+		func(object string, err error) { p.ownWrite(nil, selfcheck.WriteDowngrade, object, err) })
 	if !awaitLeadership.Load() {
 		// The only scheduler (no leader election): nothing is placed
 		// elsewhere meanwhile, so the state is rebuilt before any
@@ -202,7 +206,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 		p.eventLog = inspect.NewEventLog()
 		srv := inspect.New(inspect.Config{Core: core, Groups: p.groups, VirtualClusters: p.vcs, Lifecycles: p.ags, Pods: pods.Lister(), Ours: p.ours,
-			Scheduler: p.schedulerName, Access: access, Events: p.eventLog})
+			Scheduler: p.schedulerName, Access: access, Events: p.eventLog, Ready: p.writes.Ready})
 		if _, err := srv.Start(ctx, args.InspectBindAddress); err != nil {
 			p.records.ShutDown()
 			return nil, fmt.Errorf("%s: %w", Name, err)

@@ -45,6 +45,7 @@ type Server struct {
 	scheduler  string
 	access     Access
 	events     *EventLog
+	ready      func() error
 	history    *history
 	cache      *ttlCache
 	inFlight   chan struct{}
@@ -93,7 +94,15 @@ type Config struct {
 	// Events is the log of recent preemptions and downgrades the
 	// scheduler notes (nil: a log nobody writes).
 	Events *EventLog
+	// Ready, if set, is served at ReadyPath without authentication: 200
+	// when nil, 503 otherwise (the reason is in the scheduler's log and
+	// metrics, not told to an anonymous caller).
+	Ready func() error
 }
+
+// ReadyPath is where the server answers whether the scheduler's own writes
+// go through (plugins/selfcheck): a readiness probe's target.
+const ReadyPath = "/readyz"
 
 // Limits of the server: requests served at once (one waits up to
 // QueueWait for its turn, then is told to retry), and the times of a
@@ -119,7 +128,7 @@ func New(cfg Config) *Server {
 		events = NewEventLog()
 	}
 	return &Server{core: cfg.Core, groups: cfg.Groups, vcs: cfg.VirtualClusters, lifecycles: cfg.Lifecycles, pods: cfg.Pods, ours: cfg.Ours,
-		scheduler: cfg.Scheduler, access: cfg.Access, events: events, history: newHistory(HistorySamples), cache: newTTLCache(),
+		scheduler: cfg.Scheduler, access: cfg.Access, events: events, history: newHistory(HistorySamples), cache: newTTLCache(), ready: cfg.Ready,
 		inFlight: make(chan struct{}, MaxInFlight), queueWait: QueueWait, dashboard: dashboard.Handler()}
 }
 
@@ -205,6 +214,16 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			h.Set("Allow", "GET, HEAD")
 			replyError(w, http.StatusMethodNotAllowed, "the inspect API is read-only: GET only")
+			return
+		}
+		if r.URL.Path == ReadyPath && s.ready != nil {
+			// One bit, for probes: no authentication, no turn taken.
+			if s.ready() != nil {
+				replyError(w, http.StatusServiceUnavailable, "not ready: the scheduler's own writes are refused by admission (see its log and hivesched_own_writes_refused_total)")
+				return
+			}
+			h.Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = w.Write([]byte("ok\n"))
 			return
 		}
 		if r.Header.Get("Authorization") == "" && r.Header.Get(iv1.AuthorizationHeader) == "" {

@@ -85,6 +85,14 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"virtual_cluster"})
 
+	ownWritesRefused = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace,
+		Name:      "own_writes_refused_total",
+		Help: "The scheduler's own writes refused by admission (a ValidatingAdmissionPolicy or webhook), by write: binding, " +
+			"placement, downgrade. Anything but 0 means its identity is not the one the policies exempt (plugins/selfcheck).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"write"})
+
 	internalErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: metricsNamespace,
 		Name:      "internal_errors_total",
@@ -138,7 +146,7 @@ func Register(scheduler string, core *cellcore.Core, recovered func() bool, done
 func registerAll() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(placementDuration, preemptedGroups, preemptedPods, recoveryDuration, recoveredGroups, healthChanges,
-			bindFailures, bindGiveUps, internalErrors, bindingDuration)
+			bindFailures, bindGiveUps, ownWritesRefused, internalErrors, bindingDuration)
 		legacyregistry.CustomMustRegister(cellCollector, gateCollector)
 	})
 }
@@ -284,4 +292,10 @@ func InternalError(operation string) { internalErrors.WithLabelValues(operation)
 // BindingCall records one binding API call of scheduler that took d.
 func BindingCall(scheduler string, d time.Duration) {
 	bindingDuration.WithLabelValues(scheduler).Observe(d.Seconds())
+}
+
+// OwnWriteRefused counts one of the scheduler's own writes refused by
+// admission.
+func OwnWriteRefused(write string) {
+	ownWritesRefused.WithLabelValues(write).Inc()
 }

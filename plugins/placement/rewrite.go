@@ -33,8 +33,11 @@ type RecordWriter struct {
 // NewDowngradeWriter writes `downgraded` into the records of running pods
 // whose group downgraded says runs downgraded now. Pods are read from the
 // lister (once synced), and patched through client.
-func NewDowngradeWriter(client kubernetes.Interface, pods corelisters.PodLister, synced cache.InformerSynced, signer *Signer, downgraded func(group string) bool) *RecordWriter {
-	d := &downgrades{client: client, pods: pods, signer: signer, downgraded: downgraded}
+//
+// observe, if set, is told the outcome of every rewrite (the object
+// namespace/name, the error): the scheduler's self-check.
+func NewDowngradeWriter(client kubernetes.Interface, pods corelisters.PodLister, synced cache.InformerSynced, signer *Signer, downgraded func(group string) bool, observe func(object string, err error)) *RecordWriter {
+	d := &downgrades{client: client, pods: pods, signer: signer, downgraded: downgraded, observe: observe}
 	return newRecordWriter(d.sync, synced)
 }
 
@@ -91,6 +94,7 @@ type downgrades struct {
 	pods       corelisters.PodLister
 	signer     *Signer
 	downgraded func(group string) bool
+	observe    func(object string, err error)
 }
 
 // sync writes `downgraded` into a pod's placement record if the pod still
@@ -136,6 +140,9 @@ func (d *downgrades) sync(ctx context.Context, key string) error {
 		return err
 	}
 	_, err = d.client.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if d.observe != nil && (err == nil || !apierrors.IsConflict(err) && !apierrors.IsNotFound(err)) {
+		d.observe(key, err)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
