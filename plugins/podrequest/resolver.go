@@ -1,12 +1,14 @@
 package podrequest
 
 import (
+	"fmt"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	alphalisters "k8s.io/client-go/listers/scheduling/v1alpha3"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1beta1"
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+	"strings"
 
 	hv1listers "github.com/hivesched/hivesched/apis/generated/listers/hivesched/v1alpha1"
 )
@@ -59,14 +61,39 @@ func NewResolver(resource v1.ResourceName, lookups Lookups) *Resolver {
 // Read returns the pod's request: nil if it does not ask for cells, or an
 // error that says what to fix (IsAwaiting: what it waits for).
 func (r *Resolver) Read(pod *v1.Pod) (*Request, error) {
-	pod, err := r.claimView(pod)
+	view, err := r.claimView(pod)
 	if err != nil {
 		return nil, err
 	}
-	if req, err, ok := r.resolve(pod); ok {
-		return req, err
+	req, err, ok := r.resolve(view)
+	if !ok {
+		req, err = Parse(view, r.resource)
 	}
-	return Parse(pod, r.resource)
+	if err != nil && view != pod {
+		// The pod asks through its claims, not as the resource the view
+		// shows: say so (a message naming nvidia.com/gpu misleads).
+		n, _ := LeafRequest(view, r.resource)
+		err = rephrased(err, fmt.Sprintf("requests %d %s", n, r.resource), fmt.Sprintf("asks for %d GPUs through its device claims (DRA)", n))
+	}
+	return req, err
+}
+
+// rephrasedError is an error with one phrase of its message replaced; it
+// unwraps to the original (IsAwaiting and errors.As still see it).
+type rephrasedError struct {
+	err error
+	msg string
+}
+
+func (e *rephrasedError) Error() string { return e.msg }
+func (e *rephrasedError) Unwrap() error { return e.err }
+
+func rephrased(err error, from, to string) error {
+	msg := err.Error()
+	if !strings.Contains(msg, from) {
+		return err
+	}
+	return &rephrasedError{err: err, msg: strings.Replace(msg, from, to, 1)}
 }
 
 // resolve returns a pod's request from an object that describes its group,
