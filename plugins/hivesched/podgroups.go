@@ -2,6 +2,7 @@ package hivesched
 
 import (
 	"context"
+	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,9 +138,31 @@ func (p *HiveSched) startWorkloadInformers(logger klog.Logger) {
 		singleNoted: map[types.UID]bool{},
 	}
 	if utilfeature.DefaultFeatureGate.Enabled(features.CompositePodGroup) {
-		p.wl.listers.Composites = f.Scheduling().V1alpha3().CompositePodGroups().Lister()
+		cInf := f.Scheduling().V1alpha3().CompositePodGroups()
+		p.wl.listers.Composites = cInf.Lister()
+		_, _ = cInf.Informer().AddEventHandler(handle(logger, p.onCompositePodGroup))
 	}
 	_, _ = pgInf.Informer().AddEventHandler(handle(logger, p.onWorkloadPodGroup))
+}
+
+// onCompositePodGroup re-reads the refused requests of the unbound pods of
+// the composite's pod groups: the informers deliver the composite, its
+// pod groups and their pods in no set order, and a pod read before its
+// composite was seen waits for it.
+func (p *HiveSched) onCompositePodGroup(logger klog.Logger, obj interface{}, deleted bool) {
+	cpg, ok := obj.(*schedv1alpha3.CompositePodGroup)
+	if !ok || deleted {
+		return
+	}
+	pgs := p.wl.listers.PodGroups.PodGroups(cpg.Namespace)
+	p.rereadRefused(logger, cpg.Namespace, func(pod *v1.Pod) bool {
+		name := podrequest.PodGroupName(pod)
+		if name == "" {
+			return false
+		}
+		pg, err := pgs.Get(name)
+		return err == nil && pg.Spec.ParentCompositePodGroupName != nil && *pg.Spec.ParentCompositePodGroupName == cpg.Name
+	})
 }
 
 // onWorkloadPodGroup re-reads the refused requests of the unbound pods that

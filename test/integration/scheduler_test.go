@@ -310,22 +310,27 @@ func TestScheduler(t *testing.T) {
 		for _, col := range table.ColumnDefinitions {
 			cols = append(cols, col.Name)
 		}
-		require.Equal(t, []string{"Name", "Cells", "Total", "Used", "Free", "Opp", "Pending", "State", "Age"}, cols)
+		require.Equal(t, []string{"Name", "Cells", "Total", "Used", "Free", "Lent", "Unavailable", "Opp", "Pending", "State", "Age"}, cols)
 		require.Len(t, table.Rows, 1)
 		row := table.Rows[0].Cells
 		require.Equal(t, "2xV100-NODE,pinned:cols-pin", row[1])
-		for i, want := range []int{24, 6, 18, 4, 0} { // total, used, free, opportunistic, pending
+		// Total = Used + Free + Lent + Unavailable; its own opportunistic
+		// use is outside its total.
+		for i, want := range []int{24, 6, 18, 0, 0, 4, 0} { // total, used, free, lent, unavailable, opportunistic, pending
 			require.EqualValues(t, want, row[2+i], "column %s", cols[2+i])
 		}
-		require.Equal(t, "Active", row[7])
+		require.Equal(t, "Active", row[9])
 		if kubectl, err := exec.LookPath("kubectl"); err == nil {
 			out, err := exec.Command(kubectl, "--kubeconfig", c.kubeconfig, "get", "vc", "cols-vc").CombinedOutput()
 			require.NoError(t, err, string(out))
 			t.Logf("kubectl get vc:\n%s", out)
-			require.Contains(t, string(out), "2xV100-NODE,pinned:cols-pin")
 			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 				require.LessOrEqual(t, len(line), 100, "the table stays narrow: %q", line)
 			}
+			// The virtual cells, which can be long, with -o wide.
+			out, err = exec.Command(kubectl, "--kubeconfig", c.kubeconfig, "get", "vc", "cols-vc", "-o", "wide").CombinedOutput()
+			require.NoError(t, err, string(out))
+			require.Contains(t, string(out), "2xV100-NODE,pinned:cols-pin")
 		}
 	})
 

@@ -72,7 +72,7 @@ const (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=vc,categories=hivesched
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="Cells",type=string,JSONPath=`.status.cellsSummary`,description="Virtual cells of the VC, e.g. 4xV100-NODE,pinned:rack0-node0"
+// +kubebuilder:printcolumn:name="Cells",type=string,priority=1,JSONPath=`.status.cellsSummary`,description="Virtual cells of the VC, e.g. 4xV100-NODE,pinned:rack0-node0 (kubectl get vc -o wide)"
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.totalLeafCells`,description="Leaf cells (e.g. GPUs) of the VC"
 // +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.usedLeafCells`,description="Leaf cells used (or reserved) by the VC's guaranteed groups"
 // +kubebuilder:printcolumn:name="Free",type=integer,JSONPath=`.status.freeLeafCells`,description="Leaf cells of the VC that are free and healthy"
