@@ -19,8 +19,10 @@ const (
 	kwokAnnotation = "kwok.x-k8s.io/node"
 	// gpuResource is the node capacity that says how many GPUs a fake node has.
 	gpuResource v1.ResourceName = "nvidia.com/gpu"
-	// productLabel is GPU Feature Discovery's label for the GPU model; the
-	// fake nodes carry it, and its value is the devices' productName.
+	// productLabel is GPU Feature Discovery's label for the GPU model
+	// (NVML's product name with dashes for spaces: Tesla-V100-SXM2-32GB);
+	// the fake nodes carry it, and the devices' productName is its value
+	// with the first dash a space again (Tesla V100-SXM2-32GB, Tesla T4).
 	productLabel = "nvidia.com/gpu.product"
 	// defaultProduct is the productName of a node without productLabel.
 	defaultProduct = "Tesla V100-SXM2-32GB"
@@ -55,7 +57,7 @@ func sliceFor(node *v1.Node) *resourceapi.ResourceSlice {
 	if !fakeNode(node) || gpus <= 0 {
 		return nil
 	}
-	product := node.Labels[productLabel]
+	product := strings.Replace(node.Labels[productLabel], "-", " ", 1)
 	if product == "" {
 		product = defaultProduct
 	}

@@ -18,7 +18,7 @@ func kwokNode(name string, gpus int, labels map[string]string) *v1.Node {
 }
 
 func TestSliceForV100Node(t *testing.T) {
-	s := sliceFor(kwokNode("gpu-a0", 8, nil))
+	s := sliceFor(kwokNode("gpu-a0", 8, map[string]string{productLabel: "Tesla-V100-SXM2-32GB"}))
 	require.NotNil(t, s)
 	require.Equal(t, "gpu.nvidia.com", s.Spec.Driver)
 	require.Equal(t, "gpu-a0", s.Spec.Pool.Name)
@@ -39,7 +39,7 @@ func TestSliceForV100Node(t *testing.T) {
 }
 
 func TestSliceForT4Node(t *testing.T) {
-	s := sliceFor(kwokNode("t4-0", 4, map[string]string{productLabel: "Tesla T4"}))
+	s := sliceFor(kwokNode("t4-0", 4, map[string]string{productLabel: "Tesla-T4"}))
 	require.NotNil(t, s)
 	require.Len(t, s.Spec.Devices, 4)
 	d := s.Spec.Devices[3]
