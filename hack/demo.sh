@@ -300,7 +300,9 @@ done
 
 echo
 echo "${bold}== a tenant tries to forge a placement record (manifests/admission refuses it)${off}"
-forged='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forged","namespace":"speech","annotations":{"hivesched.io/placement":"{}"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}'
+# It names hivesched: a pod with hivesched.io/ keys that names another
+# scheduler is refused first by the policy hivesched-gpu-pods.
+forged='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forged","namespace":"speech","annotations":{"hivesched.io/placement":"{}"}},"spec":{"schedulerName":"hivesched","containers":[{"name":"c","image":"busybox"}]}}'
 if out=$(echo "$forged" | k --as alice --as-group team-speech create --dry-run=server -f - 2>&1); then
   echo "the forged pod was admitted: is manifests/admission applied?" >&2
   exit 1
