@@ -13,7 +13,7 @@
 // claim hivesched allocated is "Running" on its fake node exactly as a pod
 // with nvidia.com/gpu is. The fake nodes also keep advertising
 // nvidia.com/gpu (device-plugin style) beside the slices, which a real node
-// must not do with the same GPUs (docs/plugin.md, "DRA").
+// must not do with the same GPUs (README, "Try it").
 //
 //	fakedra --kubeconfig _output/local/kubeconfig            # reconcile every 10 s
 //	fakedra --kubeconfig _output/local/kubeconfig --once     # once, then exit
