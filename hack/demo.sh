@@ -179,6 +179,7 @@ show() {
 # A fresh start: the demo's own pods only.
 k delete pods -n vision --all --grace-period=0 --wait=false >/dev/null 2>&1 || true
 k delete pods -n speech --all --grace-period=0 --wait=false >/dev/null 2>&1 || true
+k delete resourceclaimtemplates -n speech --all --wait=false >/dev/null 2>&1 || true
 k delete ag -n vision --all --wait=false >/dev/null 2>&1 || true
 k delete ag -n speech --all --wait=false >/dev/null 2>&1 || true
 k uncordon gpu-a3 >/dev/null 2>&1 || true
@@ -221,9 +222,87 @@ gang vision detr vc-vision 0 1 8
 running vision detr 1
 show "gpu-a3 is cordoned (maintenance): vision's new 1x8 job avoided it"
 
+# GPUs through DRA (issue 25): the pods ask with a ResourceClaimTemplate of
+# class gpu.nvidia.com, not nvidia.com/gpu. kube-controller-manager's
+# resourceclaim controller makes each pod's claim from the template;
+# hivesched allocates it with the devices of the cells it chose (the fake
+# DRA driver, test/fakedra, publishes the nodes' ResourceSlices; it
+# prepares nothing). vc-speech's T4 node is still free.
+k apply -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: tts-gpus, namespace: speech}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly: {deviceClassName: gpu.nvidia.com, count: 2}
+YAML
+for i in 0 1; do
+  cat <<YAML
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: tts-$i
+  namespace: speech
+  labels: {hivesched.io/virtual-cluster: vc-speech, hivesched.io/affinity-group: tts}
+  annotations: {hivesched.io/group-members: "2", hivesched.io/priority: "0", hivesched.io/leaf-cell-type: T4}
+spec:
+  schedulerName: hivesched
+  resourceClaims: [{name: gpus, resourceClaimTemplateName: tts-gpus}]
+  containers:
+  - name: main
+    image: busybox
+    resources: {claims: [{name: gpus}]}
+YAML
+done | k apply -f - >/dev/null
+running speech tts 2
+# pod_claim POD: the name of the claim the resourceclaim controller made
+# for the pod from its template; claim_devices CLAIM: its allocated devices
+# as pool/device, sorted ("" until allocated).
+pod_claim() { k get pod -n speech "$1" -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}'; }
+claim_devices() {
+  k get resourceclaim -n speech "$1" -o jsonpath='{range .status.allocation.devices.results[*]}{.pool}/{.device}{"\n"}{end}' | sort | paste -sd, -
+}
+for p in tts-0 tts-1; do
+  for _ in $(seq 60); do
+    c=$(pod_claim "$p") && [[ -n $c && -n $(claim_devices "$c") ]] && break
+    sleep 0.5
+  done
+done
+show "a 2x2 job asks for its GPUs with a ResourceClaimTemplate (DRA, class gpu.nvidia.com): hivesched allocated each pod's claim with the devices of its cells on vc-speech's T4 node"
+k get resourceclaims -n speech -o wide
+k get resourceclaims -n speech -o custom-columns='NAME:.metadata.name,NODE:.status.allocation.nodeSelector.nodeSelectorTerms[0].matchFields[0].values[0],DEVICES:.status.allocation.devices.results[*].device,RESERVED-FOR:.status.reservedFor[*].name'
+dra_ok=1
+for p in tts-0 tts-1; do
+  node=$(k get pod -n speech "$p" -o jsonpath='{.spec.nodeName}')
+  cells=$(k get pod -n speech "$p" -o jsonpath='{.metadata.annotations.hivesched\.io/leaf-cell-indices}')
+  c=$(pod_claim "$p")
+  got=$(claim_devices "$c")
+  want=$(tr ',' '\n' <<<"$cells" | sed "s|^|$node/gpu-|" | sort | paste -sd, -)
+  if [[ -n $got && $got == "$want" ]]; then verdict=match; else verdict=DIFFER; dra_ok=0; fi
+  echo "pod $p on $node: leaf-cell-indices $cells; claim $c devices $got: $verdict"
+done
+if ((!dra_ok)); then
+  echo "a claim's devices are not its pod's cells" >&2
+  exit 1
+fi
+k delete pods -n speech tts-0 tts-1 --grace-period=0 >/dev/null 2>&1
+gone speech tts
+k delete resourceclaimtemplate -n speech tts-gpus >/dev/null
+# The garbage collector deletes the pods' claims after them.
+for _ in $(seq 60); do
+  [[ -z $(k get resourceclaims -n speech -o name 2>/dev/null) ]] && break
+  sleep 0.5
+done
+
 echo
 echo "${bold}== a tenant tries to forge a placement record (manifests/admission refuses it)${off}"
-forged='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forged","namespace":"speech","annotations":{"hivesched.io/placement":"{}"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}'
+# It names hivesched: a pod with hivesched.io/ keys that names another
+# scheduler is refused first by the policy hivesched-gpu-pods.
+forged='{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forged","namespace":"speech","annotations":{"hivesched.io/placement":"{}"}},"spec":{"schedulerName":"hivesched","containers":[{"name":"c","image":"busybox"}]}}'
 if out=$(echo "$forged" | k --as alice --as-group team-speech create --dry-run=server -f - 2>&1); then
   echo "the forged pod was admitted: is manifests/admission applied?" >&2
   exit 1

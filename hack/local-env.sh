@@ -103,10 +103,10 @@ cluster_env() {
 # Start order. Stopping walks it backwards: the operator, the schedulers,
 # kwok and kube-controller-manager first so they do not spin on a vanished
 # API server, etcd last because a kube-apiserver whose etcd is gone hangs on
-# SIGTERM. scheduler-2 runs only with HIVESCHED_REPLICAS=2 (two replicas
+# SIGTERM. fakedra is the fake DRA driver (test/fakedra). scheduler-2 runs only with HIVESCHED_REPLICAS=2 (two replicas
 # under leader election), training-operator only after
 # hack/local-kubeflow.sh.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok scheduler scheduler-2 training-operator)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator)
 
 # Builds share two cores with other work in the tree: stay polite.
 NICE=(nice -n 10)

@@ -3,6 +3,7 @@
 # etcd, kube-apiserver, kube-controller-manager (Job, ReplicaSet, Deployment,
 # garbage collector, namespace, service account and token controllers),
 # kwok (fake kubelets), fake GPU nodes matching the sample physical cluster,
+# a fake DRA driver publishing their GPUs as ResourceSlices (test/fakedra),
 # the sample VirtualClusters, and hivesched itself. Everything is built from
 # Go modules into _output/local/ (no Docker, no kind), from the Kubernetes
 # release in go.mod.
@@ -66,6 +67,7 @@ esac
 KUBECTL=${KUBECTL:-$LOCAL_BIN/kubectl}
 
 SCHED_BIN=$LOCAL_BIN/hivesched-scheduler
+FAKEDRA_BIN=$LOCAL_BIN/hivesched-fakedra
 
 take_lock
 mkdir -p "$LOCAL_BIN" "$LOCAL_CERTS" "$LOCAL_LOGS" "$LOCAL_DATA" "$LOCAL_TOOLS"
@@ -223,11 +225,13 @@ build_kwok() {
 # The scheduler is what one edits, so "newer than go.mod" is not enough here:
 # rebuild when any non-test Go file or go.mod/go.sum is newer than the binary.
 # (make build stamps a build date, so it always relinks: ~10 s saved per re-run.)
-scheduler_stale() {
-  [[ -x $SCHED_BIN ]] || return 0
+# go_stale BIN: the same for any binary built from this module.
+go_stale() {
+  [[ -x $1 ]] || return 0
   [[ -n $(find "$REPO_ROOT" \( -path "$REPO_ROOT/.git" -o -path "$REPO_ROOT/_output" -o -path "$REPO_ROOT/bin" \) -prune \
-    -o \( \( -name '*.go' ! -name '*_test.go' \) -o -name go.mod -o -name go.sum \) -newer "$SCHED_BIN" -print -quit) ]]
+    -o \( \( -name '*.go' ! -name '*_test.go' \) -o -name go.mod -o -name go.sum \) -newer "$1" -print -quit) ]]
 }
+scheduler_stale() { go_stale "$SCHED_BIN"; }
 
 build_all() {
   local kv b
@@ -245,6 +249,14 @@ build_all() {
   if scheduler_stale; then
     timed "$SCHED_BIN" "$kv" build_scheduler
   fi
+  if go_stale "$FAKEDRA_BIN"; then
+    timed "$FAKEDRA_BIN" "$kv" build_fakedra
+  fi
+}
+
+# The fake DRA driver (test/fakedra): small, from this module.
+build_fakedra() {
+  (cd "$REPO_ROOT" && "${NICE[@]}" go build -o "$FAKEDRA_BIN" ./test/fakedra)
 }
 
 # "make build" into _output/local/bin rather than bin/: the running
@@ -467,13 +479,25 @@ start_apiserver() {
 # 1.37, puts a finalizer on every Workload API PodGroup that only this
 # controller removes: without it a Job's PodGroup never goes away), and
 # clusterrole-aggregation (the API server authorizes with RBAC: the
-# built-in admin, edit and view roles get their rules from it).
+# built-in admin, edit and view roles get their rules from it), and
+# resourceclaim (DRA: it creates the ResourceClaims of pods that name a
+# ResourceClaimTemplate, which hivesched then allocates, and takes finished
+# or deleted pods out of their claims' reservedFor, deallocating claims
+# nobody uses any more, so that their GPUs' cells are free again).
 KCM_CONTROLLERS=job-controller,replicaset-controller,deployment-controller,garbage-collector-controller
 KCM_CONTROLLERS+=,namespace-controller,serviceaccount-controller,serviceaccount-token-controller
 KCM_CONTROLLERS+=,root-ca-certificate-publisher-controller,podgroup-protection-controller
-KCM_CONTROLLERS+=,clusterrole-aggregation-controller
+KCM_CONTROLLERS+=,clusterrole-aggregation-controller,resourceclaim-controller
 
 start_controller_manager() {
+  # A controller manager started by an older local-up.sh with other
+  # controllers (before resourceclaim-controller, say) is restarted.
+  local pid
+  if pid=$(component_pid kube-controller-manager) &&
+    ! tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "--controllers=$KCM_CONTROLLERS"; then
+    log "kube-controller-manager (pid $pid) runs other controllers than these: restarting it"
+    stop_component kube-controller-manager
+  fi
   # --leader-elect=false: one instance, no lease round trips. The API server
   # address and credentials come from the admin kubeconfig (AlwaysAllow).
   local args=(
@@ -541,7 +565,9 @@ start_kwok() {
   wait_healthy kwok 30 kwok_healthy
 }
 
-# node NAME GPUS CPU MEMORY: one fake node. Status is accepted on create for
+# node NAME GPUS CPU MEMORY PRODUCT: one fake node; PRODUCT is its GPU
+# model as GPU Feature Discovery labels it (the fake DRA driver's devices'
+# productName). Status is accepted on create for
 # nodes; kwok keeps capacity/allocatable and adds Ready conditions.
 node() {
   cat <<EOF
@@ -558,6 +584,7 @@ metadata:
     kubernetes.io/hostname: $1
     kubernetes.io/os: linux
     kubernetes.io/arch: amd64
+    nvidia.com/gpu.product: $5
 status:
   capacity: &res
     nvidia.com/gpu: "$2"
@@ -599,8 +626,8 @@ apply_cluster_objects() {
 
   local n
   {
-    for n in gpu-a0 gpu-a1 gpu-a2 gpu-a3 gpu-b0 gpu-b1 gpu-b2 gpu-b3; do node "$n" 8 64 512Gi; done
-    for n in t4-0 t4-1; do node "$n" 4 32 128Gi; done
+    for n in gpu-a0 gpu-a1 gpu-a2 gpu-a3 gpu-b0 gpu-b1 gpu-b2 gpu-b3; do node "$n" 8 64 512Gi Tesla-V100-SXM2-32GB; done
+    for n in t4-0 t4-1; do node "$n" 4 32 128Gi Tesla-T4; done
   } | kc apply -f - >/dev/null
   if ! kc wait --for=condition=Ready --timeout=60s node -l type=kwok >/dev/null; then
     fail kwok "did not make the fake nodes Ready within 60 s"
@@ -645,6 +672,22 @@ EOF
     done
     fail kube-controller-manager "made no service account $ns/default within 30 s"
   done
+}
+
+# The fake DRA driver (test/fakedra): for every fake node with GPUs the
+# ResourceSlice NVIDIA's driver would publish, and the DeviceClass
+# gpu.nvidia.com; it re-reads the nodes every 10 s (slices of nodes added
+# or deleted later follow). It never prepares a device: kwok runs no
+# kubelet. A rebuilt binary restarts it.
+fakedra_reconciled() { grep -q 'reconciled: DeviceClass' "$(log_file fakedra)"; }
+start_fakedra() {
+  local pid
+  if pid=$(component_pid fakedra) && [[ $FAKEDRA_BIN -nt $(pid_file fakedra) ]]; then
+    log "fake DRA driver binary changed since it (pid $pid) started: restarting it"
+    stop_component fakedra
+  fi
+  start fakedra "$FAKEDRA_BIN" --kubeconfig="$LOCAL_KUBECONFIG" --interval=10s
+  wait_healthy fakedra 30 fakedra_reconciled
 }
 
 scheduler_started() { grep -q 'Starting Kubernetes Scheduler' "$(log_file "$1")"; }
@@ -719,6 +762,7 @@ write_kubeconfig
 start_controller_manager
 start_kwok
 apply_cluster_objects
+start_fakedra
 start_scheduler
 
 log "up (profile $HIVESCHED_PROFILE: $(case $HIVESCHED_PROFILE in second) echo 'pods select hivesched with schedulerName: hivesched' ;; *) echo 'hivesched is the default-scheduler' ;; esac))"

@@ -227,8 +227,10 @@ func TestLocalCluster(t *testing.T) {
 
 	t.Run("a tenant cannot forge a placement record (manifests/admission)", func(t *testing.T) {
 		// kubectl --as: the local API server lets the admin impersonate.
+		// It names hivesched: a pod with hivesched.io/ keys that names
+		// another scheduler is refused first by hivesched-gpu-pods.
 		forged := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forged","namespace":"vision","annotations":{"` +
-			hivesched.AnnotationPlacement + `":"{}"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}`
+			hivesched.AnnotationPlacement + `":"{}"}},"spec":{"schedulerName":"hivesched","containers":[{"name":"c","image":"busybox"}]}}`
 		bin := filepath.Join(e.root, "_output", "local", "bin", "kubectl")
 		if _, err := os.Stat(bin); err != nil {
 			bin = "kubectl"
@@ -320,7 +322,7 @@ func TestLocalCluster(t *testing.T) {
 		}), out)
 		t.Logf("kubectl get vc:\n%s", out)
 		head := strings.Fields(strings.SplitN(out, "\n", 2)[0])
-		require.Equal(t, []string{"NAME", "CELLS", "TOTAL", "USED", "FREE", "OPP", "PENDING", "STATE", "AGE"}, head)
+		require.Equal(t, []string{"NAME", "CELLS", "TOTAL", "USED", "FREE", "LENT", "UNAVAILABLE", "OPP", "PENDING", "STATE", "AGE"}, head)
 	})
 
 	t.Run("a restarted scheduler keeps running pods and double-books nothing", func(t *testing.T) {
