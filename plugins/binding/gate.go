@@ -63,14 +63,14 @@ type Gate struct {
 	log klog.Logger
 
 	mu       sync.Mutex
-	inflight int                    // pods binding, or room held for members of admitted gangs
+	inflight int // pods binding, or room held for members of admitted gangs
 	// inflightOpp: the part of inflight that is opportunistic gangs';
 	// oppBinding counts, per group, its opportunistic members binding.
 	inflightOpp int
 	oppBinding  map[string]int
-	queue    []*gateTicket          // gangs waiting for room, in arrival order
-	tickets  map[string]*gateTicket // per group: its queued or admitted ticket with members to come
-	expected map[string]expectation // per group: members Permit let go together
+	queue       []*gateTicket          // gangs waiting for room, in arrival order
+	tickets     map[string]*gateTicket // per group: its queued or admitted ticket with members to come
+	expected    map[string]expectation // per group: members Permit let go together
 	// binding: per group, its admitted ticket while members of that turn
 	// are binding, so that Release can give the turn's latencies to the
 	// controller when the last of them returns.

@@ -318,11 +318,11 @@ func TestLocalCluster(t *testing.T) {
 		var out string
 		require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			out = e.kubectl(t, "get", "vc")
-			return strings.Contains(out, "vc-vision") && fieldsOf(out, "vc-vision")[3] == "8", nil
+			return strings.Contains(out, "vc-vision") && fieldsOf(out, "vc-vision")[2] == "8", nil // USED
 		}), out)
 		t.Logf("kubectl get vc:\n%s", out)
 		head := strings.Fields(strings.SplitN(out, "\n", 2)[0])
-		require.Equal(t, []string{"NAME", "CELLS", "TOTAL", "USED", "FREE", "LENT", "UNAVAILABLE", "OPP", "PENDING", "STATE", "AGE"}, head)
+		require.Equal(t, []string{"NAME", "TOTAL", "USED", "FREE", "LENT", "UNAVAILABLE", "OPP", "PENDING", "STATE", "AGE"}, head)
 	})
 
 	t.Run("a restarted scheduler keeps running pods and double-books nothing", func(t *testing.T) {
