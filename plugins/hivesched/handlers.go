@@ -109,7 +109,11 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		// Read the request here, outside every lock (the recovery gate's
 		// below, the queue's in the framework's callbacks, which only
 		// read what was read here).
-		_, _ = p.groups.Request(pod)
+		if req, err := p.groups.Request(pod); err == nil && req != nil && pod.Spec.NodeName == "" {
+			// A composite's request needs a pod of each of its pod
+			// groups: its other pods, read before this one came, wait.
+			p.compositeMemberRead(logger, pod)
+		}
 	}
 	p.recovery.Hold(func(recovered bool) { p.podChanged(logger, pod, deleted, recovered) })
 	if !deleted && p.groups.Ungate(pod) {

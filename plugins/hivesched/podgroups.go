@@ -154,14 +154,34 @@ func (p *HiveSched) onCompositePodGroup(logger klog.Logger, obj interface{}, del
 	if !ok || deleted {
 		return
 	}
-	pgs := p.wl.listers.PodGroups.PodGroups(cpg.Namespace)
-	p.rereadRefused(logger, cpg.Namespace, func(pod *v1.Pod) bool {
+	p.rereadComposite(logger, cpg.Namespace, cpg.Name)
+}
+
+// compositeMemberRead re-reads the refused requests of the other pods of the
+// composite of the pod's pod group, if it has one.
+func (p *HiveSched) compositeMemberRead(logger klog.Logger, pod *v1.Pod) {
+	name := podrequest.PodGroupName(pod)
+	if name == "" || p.wl == nil || p.wl.listers.Composites == nil {
+		return
+	}
+	pg, err := p.wl.listers.PodGroups.PodGroups(pod.Namespace).Get(name)
+	if err != nil || pg.Spec.ParentCompositePodGroupName == nil {
+		return
+	}
+	p.rereadComposite(logger, pod.Namespace, *pg.Spec.ParentCompositePodGroupName)
+}
+
+// rereadComposite re-reads the refused requests of the unbound pods of the
+// composite's pod groups.
+func (p *HiveSched) rereadComposite(logger klog.Logger, namespace, composite string) {
+	pgs := p.wl.listers.PodGroups.PodGroups(namespace)
+	p.rereadRefused(logger, namespace, func(pod *v1.Pod) bool {
 		name := podrequest.PodGroupName(pod)
 		if name == "" {
 			return false
 		}
 		pg, err := pgs.Get(name)
-		return err == nil && pg.Spec.ParentCompositePodGroupName != nil && *pg.Spec.ParentCompositePodGroupName == cpg.Name
+		return err == nil && pg.Spec.ParentCompositePodGroupName != nil && *pg.Spec.ParentCompositePodGroupName == composite
 	})
 }
 
@@ -174,6 +194,10 @@ func (p *HiveSched) onWorkloadPodGroup(logger klog.Logger, obj interface{}, dele
 	case !ok:
 	case deleted:
 		p.wl.forget(pg.UID)
+	case pg.Spec.ParentCompositePodGroupName != nil && p.wl.listers.Composites != nil:
+		// A composite's request needs all of its pod groups: the pods of
+		// its other pod groups, read before this one was seen, wait too.
+		p.rereadComposite(logger, pg.Namespace, *pg.Spec.ParentCompositePodGroupName)
 	default:
 		p.rereadRefused(logger, pg.Namespace, func(pod *v1.Pod) bool { return podrequest.PodGroupName(pod) == pg.Name })
 	}
