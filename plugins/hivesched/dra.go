@@ -144,8 +144,17 @@ func newDRA(args *config.HiveSchedArgs, h fwk.Handle) *draState {
 // getClaim reads a claim as the profile's DynamicResources does (the
 // shared DRA manager's assume cache: the informer's view and the claims
 // written by this process).
+//
+// A claim the assume cache has not seen yet is read from the informer's
+// store: the informer updates its store before it calls any handler, the
+// assume cache is one of those handlers, so a handler of ours (a new claim
+// re-reading the pods that wait for it) may run before it.
 func (d *draState) getClaim(namespace, name string) (*resourceapi.ResourceClaim, error) {
-	return d.manager.ResourceClaims().Get(namespace, name)
+	c, err := d.manager.ResourceClaims().Get(namespace, name)
+	if (err != nil || c == nil) && d.lister != nil {
+		return d.lister.ResourceClaims(namespace).Get(name)
+	}
+	return c, err
 }
 
 // podClaims are the pod's GPU claims and how many devices they ask for.
