@@ -16,6 +16,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -51,6 +52,11 @@ type gangReport struct {
 	BindSpreadP50Ms float64 `json:"bindSpreadP50Ms"`
 	BindSpreadP99Ms float64 `json:"bindSpreadP99Ms"`
 	BindSpreadMaxMs float64 `json:"bindSpreadMaxMs"`
+	// ClaimPods and ClaimsAllocated are, for the HiveSchedClaims
+	// contender, the bound gang pods and how many of their GPU claims are
+	// allocated a device of the pod's node (checkClaims).
+	ClaimPods       int `json:"claimPods,omitempty"`
+	ClaimsAllocated int `json:"claimsAllocated,omitempty"`
 }
 
 // gangWatch records, from a pod informer, when each member of each gang
@@ -121,6 +127,18 @@ func watchGangs(tCtx ktesting.TContext) error {
 		}
 		tCtx.Logf("gang check: %d gangs, %d whole, %d unbound, %d partly bound; bind spread p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 			r.Gangs, r.Whole, r.Unbound, r.Partial, r.BindSpreadP50Ms, r.BindSpreadP99Ms, r.BindSpreadMaxMs)
+		if contender(r.Workload) == claimsContender {
+			c, err := checkClaims(tCtx)
+			if err != nil {
+				tCtx.Errorf("claims check: %v", err)
+			} else {
+				tCtx.Logf("claims check: %d bound pods with a GPU claim, %d claims allocated with a device of the pod's node", c.pods, c.allocated)
+				r.ClaimPods, r.ClaimsAllocated = c.pods, c.allocated
+				if c.allocated != c.pods || c.pods == 0 {
+					tCtx.Errorf("claims check: %d bound pods, %d of their claims allocated on their nodes: %s", c.pods, c.allocated, strings.Join(c.problems, "; "))
+				}
+			}
+		}
 		if err := writeGangReport(r); err != nil {
 			tCtx.Errorf("gang check: %v", err)
 		}
@@ -190,6 +208,72 @@ func tally(pods []v1.Pod, r *gangReport) error {
 		}
 	}
 	return nil
+}
+
+// claimsCheck is what checkClaims found.
+type claimsCheck struct {
+	pods, allocated int
+	problems        []string // the first few
+}
+
+// checkClaims checks, for the HiveSchedClaims contender, that every bound
+// gang pod's GPU claim (the one its spec names, or the one made from its
+// template that its status names) is allocated, by HiveSched, with
+// devices of driver gpu.nvidia.com from the pool of the pod's node.
+func checkClaims(tCtx ktesting.TContext) (claimsCheck, error) {
+	var c claimsCheck
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pods, err := tCtx.Client().CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: gangLabel})
+	if err != nil {
+		return c, err
+	}
+	claims, err := tCtx.Client().ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return c, err
+	}
+	byName := map[string]*resourceapi.ResourceClaim{}
+	for i := range claims.Items {
+		byName[claims.Items[i].Namespace+"/"+claims.Items[i].Name] = &claims.Items[i]
+	}
+	problem := func(format string, args ...any) {
+		if len(c.problems) < 5 {
+			c.problems = append(c.problems, fmt.Sprintf(format, args...))
+		}
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		c.pods++
+		var claimName *string
+		if len(p.Spec.ResourceClaims) == 1 {
+			claimName = p.Spec.ResourceClaims[0].ResourceClaimName
+		}
+		if claimName == nil && len(p.Status.ResourceClaimStatuses) == 1 {
+			claimName = p.Status.ResourceClaimStatuses[0].ResourceClaimName // made from a template
+		}
+		if claimName == nil {
+			problem("pod %s/%s: no claim name (claims %v, statuses %v)", p.Namespace, p.Name, p.Spec.ResourceClaims, p.Status.ResourceClaimStatuses)
+			continue
+		}
+		name := p.Namespace + "/" + *claimName
+		claim := byName[name]
+		switch {
+		case claim == nil:
+			problem("pod %s/%s: claim %s missing", p.Namespace, p.Name, name)
+		case claim.Status.Allocation == nil || len(claim.Status.Allocation.Devices.Results) != 1:
+			problem("pod %s/%s on %s: claim %s not allocated one device", p.Namespace, p.Name, p.Spec.NodeName, name)
+		default:
+			d := claim.Status.Allocation.Devices.Results[0]
+			if d.Driver != "gpu.nvidia.com" || d.Pool != p.Spec.NodeName {
+				problem("pod %s/%s on %s: claim %s has %s/%s/%s", p.Namespace, p.Name, p.Spec.NodeName, name, d.Driver, d.Pool, d.Device)
+				continue
+			}
+			c.allocated++
+		}
+	}
+	return c, nil
 }
 
 // quantile of sorted values (nearest rank); 0 for none.
@@ -327,6 +411,7 @@ func TestContender(t *testing.T) {
 		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSchedPreBind/500Nodes": "HiveSchedPreBind",
 		"BenchmarkPerfScheduling/Gangs4x8_5000Nodes_Default/5000Nodes":        "Default",
 		"BenchmarkPerfScheduling/Gangs4x8_500Nodes_TopologyAware/500Nodes":    "TopologyAware",
+		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSchedClaims/500Nodes":  "HiveSchedClaims",
 	} {
 		if got := contender(in); got != want {
 			t.Errorf("contender(%q) = %q, want %q", in, got, want)

@@ -85,6 +85,9 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	// test case enable them in the default profile.
 	registry := frameworkruntime.Registry{
 		hivesched.Name: withInspectPolling(withCRDs(hivesched.New, hiveCRDs()...)),
+		// The DynamicResources wrapper of the HiveSchedClaims contender's
+		// profile (withDRA).
+		hivesched.DRAName: hivesched.NewDRA,
 	}
 	schedperf.RunBenchmarkPerfScheduling(b, configFile, "hivesched", registry, schedperf.WithPrepareFn(watchGangs))
 }
@@ -113,6 +116,9 @@ func render(dir string) (string, error) {
 			return "", err
 		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-prebind-%d.yaml", n)), schedulerConfig(n, false)); err != nil {
+			return "", err
+		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-dra-%d.yaml", n)), withDRA(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-ungated-%d.yaml", n)), withHiveArg(schedulerConfig(n, true), "maxBindingPods", 0)); err != nil {
@@ -293,6 +299,23 @@ func schedulerConfig(n int, bindFirst bool) map[string]any {
 			},
 		}},
 	}
+}
+
+// withDRA makes a schedulerConfig's profile the one manifests/scheduler
+// gives for GPU claims (DRA): HiveSchedDRA enabled, DynamicResources
+// disabled (HiveSchedDRA runs it on each pod without its GPU claims, which
+// HiveSched allocates). HiveSched's dra args keep their defaults
+// (gpuDeviceClasses [gpu.nvidia.com], driver gpu.nvidia.com), which the
+// ResourceSlices and DeviceClass of templates/ match. The HiveSchedClaims
+// contender.
+func withDRA(cfg map[string]any) map[string]any {
+	profile := cfg["profiles"].([]any)[0].(map[string]any)
+	plugins := profile["plugins"].(map[string]any)
+	plugins["multiPoint"] = map[string]any{
+		"enabled":  []any{map[string]any{"name": hivesched.DRAName}, map[string]any{"name": hivesched.Name}},
+		"disabled": []any{map[string]any{"name": "DynamicResources"}},
+	}
+	return cfg
 }
 
 // inspectAddress is where the HiveSchedInspected contender serves the

@@ -37,6 +37,9 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := renderReport(results, gangs)
+	if claims := renderClaimsReport(results, gangs); claims != "" {
+		md += "\n" + claims
+	}
 	batches, err := readBatchReports(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -347,6 +350,69 @@ func renderReport(results map[string]*result, gangs map[string][]gangReport) str
 	return b.String()
 }
 
+// claimsContender is the contender whose gang pods get their GPUs through
+// ResourceClaims (DRA) that HiveSched allocates; its baseline is HiveSched
+// on the same workload, whose pods ask for nvidia.com/gpu.
+const claimsContender = "HiveSchedClaims"
+
+// renderClaimsReport is the cost of GPU claims: per workload that has both
+// HiveSchedClaims and HiveSched, their average throughputs (median runs)
+// and HiveSchedClaims / HiveSched, then the ratio of each run with the
+// HiveSched run of the same round (-count repeats the whole benchmark, so
+// run i of one case and run i of the other ran one after the other), and
+// the claims check of each run (bound pods / their claims allocated on
+// their nodes). Empty when no workload has both.
+func renderClaimsReport(results map[string]*result, gangs map[string][]gangReport) string {
+	var workloads []string
+	for _, r := range results {
+		if r.contender == claimsContender && results[r.workload+"_HiveSched"] != nil {
+			workloads = append(workloads, r.workload)
+		}
+	}
+	if len(workloads) == 0 {
+		return ""
+	}
+	sort.Strings(workloads)
+	avg := func(x *run) float64 {
+		if x == nil || x.throughput == nil {
+			return 0
+		}
+		return x.throughput["Average"]
+	}
+	var b strings.Builder
+	b.WriteString("GPU claims (DRA): HiveSchedClaims (GPUs through ResourceClaims HiveSched allocates) against HiveSched (nvidia.com/gpu), throughput avg:\n\n")
+	b.WriteString("| workload | HiveSched (pods/s) | HiveSchedClaims (pods/s) | HiveSchedClaims / HiveSched | per run | bound pods / claims allocated on their node, per run |\n")
+	b.WriteString("|---|---:|---:|---:|---|---|\n")
+	for _, w := range workloads {
+		claims, base := results[w+"_"+claimsContender], results[w+"_HiveSched"]
+		ratio := "-"
+		if c, h := avg(claims.median()), avg(base.median()); c > 0 && h > 0 {
+			ratio = fmt.Sprintf("%.2f", c/h)
+		}
+		var per []string
+		for i := 0; i < len(claims.runs) && i < len(base.runs); i++ {
+			c, h := avg(claims.runs[i]), avg(base.runs[i])
+			if c > 0 && h > 0 {
+				per = append(per, fmt.Sprintf("%.0f / %.0f = %.2f", c, h, c/h))
+			}
+		}
+		perRun := "-"
+		if len(per) > 0 {
+			perRun = strings.Join(per, "; ")
+		}
+		var checked []string
+		for _, g := range gangs[w+"_"+claimsContender] {
+			checked = append(checked, fmt.Sprintf("%d / %d", g.ClaimPods, g.ClaimsAllocated))
+		}
+		claimCheck := "-"
+		if len(checked) > 0 {
+			claimCheck = strings.Join(checked, "; ")
+		}
+		fmt.Fprintf(&b, "| %s | %.1f%s | %.1f%s | %s | %s | %s |\n", w, avg(base.median()), base.spread(), avg(claims.median()), claims.spread(), ratio, perRun, claimCheck)
+	}
+	return b.String()
+}
+
 // renderCoreBench turns `go test -bench` output of the cell core's
 // benchmarks into a table: per benchmark, the median over its repetitions of
 // each reported figure.
@@ -428,6 +494,24 @@ func TestGangColumns(t *testing.T) {
 		if got := gangColumns(tc.runs); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestClaimsReport(t *testing.T) {
+	tp := func(v float64) *run { return &run{throughput: map[string]float64{"Average": v}} }
+	results := map[string]*result{
+		"Gangs8x1_500Nodes_HiveSched":       {workload: "Gangs8x1_500Nodes", contender: "HiveSched", runs: []*run{tp(100), tp(200), tp(150)}},
+		"Gangs8x1_500Nodes_HiveSchedClaims": {workload: "Gangs8x1_500Nodes", contender: "HiveSchedClaims", runs: []*run{tp(90), tp(120), tp(180)}},
+		"Gangs4x8_500Nodes_HiveSched":       {workload: "Gangs4x8_500Nodes", contender: "HiveSched", runs: []*run{tp(10)}},
+	}
+	gangs := map[string][]gangReport{"Gangs8x1_500Nodes_HiveSchedClaims": {{ClaimPods: 2000, ClaimsAllocated: 2000}, {ClaimPods: 2000, ClaimsAllocated: 1999}}}
+	got := renderClaimsReport(results, gangs)
+	want := "| Gangs8x1_500Nodes | 150.0 (100-200) | 120.0 (90-180) | 0.80 | 90 / 100 = 0.90; 120 / 200 = 0.60; 180 / 150 = 1.20 | 2000 / 2000; 2000 / 1999 |"
+	if !strings.Contains(got, want) || strings.Contains(got, "Gangs4x8") {
+		t.Errorf("claims table:\n%s\nwant the row %q and no Gangs4x8 row", got, want)
+	}
+	if got := renderClaimsReport(map[string]*result{"Gangs4x8_500Nodes_HiveSched": results["Gangs4x8_500Nodes_HiveSched"]}, nil); got != "" {
+		t.Errorf("no claims contender: got %q, want nothing", got)
 	}
 }
 
