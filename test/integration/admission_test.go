@@ -250,7 +250,13 @@ func TestAdmissionPolicy(t *testing.T) {
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "burn-in"}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		_, err = c.as(t, "burn-in").CoreV1().Pods("adm").Create(t.Context(), byName, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		// The authorizer sees the new binding through its informers: the
+		// first creates may still be refused by RBAC.
+		burnIn := c.as(t, "burn-in")
+		_ = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err = burnIn.CoreV1().Pods("adm").Create(ctx, byName, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err == nil, nil
+		})
 		require.NoError(t, err)
 	})
 
@@ -262,6 +268,7 @@ func TestAdmissionPolicy(t *testing.T) {
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "gpu-scheduler", Namespace: "adm"}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
+		c.waitAllowed(t, "system:serviceaccount:adm:gpu-scheduler", "write", "", "hivesched.io", "placements")
 		sched2 := c.as(t, "system:serviceaccount:adm:gpu-scheduler", "system:serviceaccounts", "system:serviceaccounts:adm")
 		job := gangPods("adm", "renamed", "adm-vc", 1, 1, 8)
 		c.createPods(t, job)
