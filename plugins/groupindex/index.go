@@ -30,6 +30,8 @@ type Index struct {
 	// resolver, once set, reads a pod's request from the objects that
 	// describe its group as well as from the pod (before: the pod alone).
 	resolver *podrequest.Resolver
+	// readSeq numbers the reads and forgets (parsedPod.seq).
+	readSeq uint64
 	// gated: pods PreEnqueue held back until their request is read.
 	gated map[types.UID]bool
 }
@@ -61,6 +63,11 @@ type parsedPod struct {
 	fp     uint64 // podrequest.Fingerprint when req was read
 	warned bool   // a change of the request was reported
 	pinned bool   // req comes from the pod's trusted placement record
+	// seq orders the reads: the number Request drew when it started
+	// reading, so that a read that started earlier never overwrites one
+	// that started later (the pod handler and an object handler may read
+	// one pod at the same time, each outside the lock).
+	seq uint64
 }
 
 // New is an empty index of pods that request leaf cell resource resource.
@@ -91,20 +98,29 @@ func (x *Index) Request(pod *v1.Pod) (*podrequest.Request, error) {
 		return req, err
 	}
 	resolver := x.resolver
+	x.readSeq++
+	seq := x.readSeq
 	x.mu.Unlock()
 
 	req, err := x.read(resolver, pod)
 
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if e, ok := x.parsed[pod.UID]; ok && e.req != nil && e.err == nil {
-		return e.req, nil // read meanwhile, and valid: it stays the pod's
+	if e, ok := x.parsed[pod.UID]; ok {
+		if e.req != nil && e.err == nil {
+			return e.req, nil // read meanwhile, and valid: it stays the pod's
+		}
+		if e.seq > seq {
+			// Read again (or forgotten) after this read started: this
+			// one may have seen older objects; it is not kept.
+			return req, err
+		}
 	}
 	rv := pod.ResourceVersion
 	if podrequest.IsAwaiting(err) {
 		rv = "" // read again next time: it waits for other objects, not for a fix of the pod
 	}
-	x.parsed[pod.UID] = parsedPod{rv: rv, gen: pod.Generation, req: req, err: err, fp: podrequest.Fingerprint(pod)}
+	x.parsed[pod.UID] = parsedPod{rv: rv, gen: pod.Generation, req: req, err: err, fp: podrequest.Fingerprint(pod), seq: seq}
 	return req, err
 }
 
@@ -181,7 +197,10 @@ func (x *Index) ForgetRefused(pod *v1.Pod) bool {
 	if ok && e.req != nil && e.err == nil {
 		return false
 	}
-	delete(x.parsed, pod.UID)
+	// A mark, not a deletion: a read that started before this (and saw
+	// the objects as they were before) must not be kept when it ends.
+	x.readSeq++
+	x.parsed[pod.UID] = parsedPod{seq: x.readSeq}
 	return true
 }
 
