@@ -181,8 +181,27 @@ func TestDashboardBrowser(t *testing.T) {
 			"every GPU has a text alternative")
 		require.Contains(t, evalString(t, p, `document.querySelector('#tree rect.leaf[data-code="o"] title').textContent`), "opportunistic group (vc-speech)")
 		require.Contains(t, evalString(t, p, `document.getElementById('summary').textContent`), "36 GPUs on 5 nodes")
+		require.Contains(t, evalString(t, p, `document.getElementById('summary').textContent`), "1 group waiting", "big waits; one, not \"1 groups\"")
 		require.Contains(t, evalString(t, p, `document.getElementById('legend').textContent`), "vc-train")
 		shoot(t, p, "dashboard-cells.png", false)
+	})
+
+	t.Run("filter by VC, zoom", func(t *testing.T) {
+		// vc-speech's GPUs stay lit; every other VC's GPU is dimmed.
+		require.NoError(t, p.Eval(ctx, `(() => { const s = document.getElementById('vcFilter'); s.value = 'vc-speech'; s.dispatchEvent(new Event('change')); })()`, nil))
+		lit := `[...document.querySelectorAll('#tree rect.leaf:not(.dim)')]`
+		require.Equal(t, 8+4, evalInt(t, p, lit+`.filter(r => r.dataset.code === 'U' || r.dataset.code === 'o').length`), "high's 8 and sweep's 4 (opportunistic, lent by vc-speech's cells or free ones)")
+		require.Zero(t, evalInt(t, p, lit+`.filter(r => (r.querySelector('title') || {}).textContent.includes('vc-train')).length`), "no vc-train GPU is lit")
+		require.Equal(t, 16, evalInt(t, p, `[...document.querySelectorAll('#tree rect.leaf.dim')].filter(r => r.dataset.code === 'U').length`), "train's 16 are dimmed")
+		require.NoError(t, p.Eval(ctx, `(() => { const s = document.getElementById('vcFilter'); s.value = ''; s.dispatchEvent(new Event('change')); })()`, nil))
+		require.Zero(t, evalInt(t, p, `document.querySelectorAll('#tree rect.leaf.dim').length`))
+		// Zoom in doubles nothing but the drawing's size; reset fits it again.
+		before := evalInt(t, p, `Number(document.getElementById('tree').getAttribute('width'))`)
+		require.NoError(t, p.Eval(ctx, `document.getElementById('zoomIn').click()`, nil))
+		after := evalInt(t, p, `Number(document.getElementById('tree').getAttribute('width'))`)
+		require.InDelta(t, float64(before)*1.25, float64(after), 2, "zoom in: 125%")
+		require.NoError(t, p.Eval(ctx, `document.getElementById('zoomReset').click()`, nil))
+		require.Equal(t, before, evalInt(t, p, `Number(document.getElementById('tree').getAttribute('width'))`))
 	})
 
 	t.Run("keyboard: tabs, racks, a node's GPUs", func(t *testing.T) {

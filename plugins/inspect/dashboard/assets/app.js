@@ -133,6 +133,9 @@
     return n;
   }
 
+  // plural names n things: "1 group", "2 groups".
+  function plural(n, word) { return n === 1 ? word : word + 's'; }
+
   function renderSummary() {
     if (!S.map) return;
     const total = countLeaves(() => true);
@@ -142,8 +145,9 @@
     const unav = countLeaves((c) => c === 'X' || c === 'F' || c === '?');
     const nodes = S.map.chains.reduce((a, ch) => a + ch.nodes.length, 0);
     const waiting = S.groups.filter((g) => g.state === 'Pending' || g.state === 'Preempting').length;
-    $('summary').innerHTML = `<b>${total}</b> GPUs on <b>${nodes}</b> nodes: <b>${used}</b> used, <b>${opp}</b> opportunistic, ` +
-      `<b>${free}</b> free, <b>${unav}</b> unavailable &middot; <b>${S.vcs.length}</b> virtual clusters &middot; <b>${waiting}</b> groups waiting`;
+    $('summary').innerHTML = `<b>${total}</b> ${plural(total, 'GPU')} on <b>${nodes}</b> ${plural(nodes, 'node')}: <b>${used}</b> used, <b>${opp}</b> opportunistic, ` +
+      `<b>${free}</b> free, <b>${unav}</b> unavailable &middot; <b>${S.vcs.length}</b> ${plural(S.vcs.length, 'virtual cluster')} &middot; ` +
+      `<b>${waiting}</b> ${plural(waiting, 'group')} waiting`;
   }
 
   function renderFilters() {
@@ -584,7 +588,7 @@
     S.highlight = { group: name, keys: new Set(), nodes: new Set() };
     refreshHighlight();
     $('highlight').hidden = false;
-    $('highlightText').textContent = `${name}: ${S.highlight.keys.size} GPUs on ${S.highlight.nodes.size} nodes highlighted`;
+    $('highlightText').textContent = `${name}: ${S.highlight.keys.size} ${plural(S.highlight.keys.size, 'GPU')} on ${S.highlight.nodes.size} ${plural(S.highlight.nodes.size, 'node')} highlighted`;
     $('status').textContent = $('highlightText').textContent;
     selectTab('cells');
     const first = $('tree').querySelector('rect.leaf.hl');
