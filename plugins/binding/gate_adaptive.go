@@ -80,8 +80,8 @@ import "time"
 // of 8 weighs as one observation, not 8 correlated ones.
 //
 // What it gives (docs/perf.md): the ungated contender's scheduling latency
-// within 1.1-1.9x, and a bind spread below the ungated and the fixed 64's
-// under floods, but not the spread of a fixed 16: on the 2-core benchmark
+// within 1.03-1.17x (one run each at 500 and 5000 nodes), and a bind
+// spread below the ungated and the fixed 64's under floods, but not the spread of a fixed 16: on the 2-core benchmark
 // machine a gang's bindings land more than 100 ms apart at p99 at any depth
 // that keeps up with the pods' creation, and only a depth that does not
 // keep up (16) keeps them closer. The spread budget and the backlog decide
