@@ -81,22 +81,9 @@ func (p *HiveSched) recover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("listing resource claims: %w", err)
 		}
-		p.feedDRA(sl, cl)
+		p.dra.Feed(sl, cl)
 	}
 	return p.rebuild(ctx, nodes, pods, true)
-}
-
-// feedDRA hands slices and claims to the DRA side's indexes (recovery reads
-// them before their handlers may have).
-func (p *HiveSched) feedDRA(slices []*resourceapi.ResourceSlice, claims []*resourceapi.ResourceClaim) {
-	for _, s := range slices {
-		p.dra.slices.Update(s, false)
-	}
-	p.dra.mu.Lock()
-	for _, c := range claims {
-		p.dra.claims.Update(c, false)
-	}
-	p.dra.mu.Unlock()
 }
 
 // recoverFromAPI rebuilds from the API server, in New, before the informers
@@ -141,11 +128,11 @@ func (p *HiveSched) rebuildFromAPI(ctx context.Context) error {
 		for i := range cl.Items {
 			claims[i] = &cl.Items[i]
 		}
-		p.feedDRA(slices, claims)
+		p.dra.Feed(slices, claims)
 		// The claim informer is not started yet: records are checked
 		// against the listed claims.
-		p.dra.setListed(claims)
-		defer p.dra.setListed(nil)
+		p.dra.ReadFromList(claims)
+		defer p.dra.ReadFromInformer()
 	}
 	// Events recorded before the scheduler starts its event broadcaster
 	// are dropped: the pod informer's first delivery reports untrusted
