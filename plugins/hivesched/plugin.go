@@ -57,7 +57,7 @@ import (
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration.
-const Name = "HiveSched"
+const Name = config.PluginName
 
 // HiveSched is the plugin: the extension points, the informers' handlers,
 // and the parts they drive (docs/plugin.md, "Packages").
