@@ -35,14 +35,19 @@ func (s *search) span(p *pool) bool {
 			}
 		}
 		if !ok {
-			for i := len(s.bound) - 1; i >= 0; i-- {
-				k.unbindRoot(s.bound[i])
-			}
-			s.bound = s.bound[:0]
+			s.unbindAll()
 			return false
 		}
 	}
 	return true
+}
+
+// unbindAll undoes the bindings the attempt made (s.bound), last first.
+func (s *search) unbindAll() {
+	for i := len(s.bound) - 1; i >= 0; i-- {
+		s.k.unbindRoot(s.bound[i])
+	}
+	s.bound = s.bound[:0]
 }
 
 func (s *search) spanPodIn(b *bucketSet, need int32, slot int) bool {
