@@ -148,7 +148,8 @@ bench-core-compare:
 core-decisions-compare:
 	BASE=$(BASE) bash hack/core-decisions-compare.sh
 
-## fuzz: the fuzz targets (config, group requests, recovery, both pod-spec parsers, the placement decoder), FUZZTIME each
+## fuzz: the fuzz targets (config, group requests, recovery, every pod request form: native, HiveD, explicit AffinityGroup,
+## scheduler-plugins PodGroup, Workload API; the placement decoder), FUZZTIME each
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME) ./plugins/cellcore/
@@ -156,6 +157,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRecoverAffinityGroup$$' -fuzztime $(FUZZTIME) ./plugins/cellcore/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePodNative$$' -fuzztime $(FUZZTIME) ./plugins/podrequest/
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePodHived$$' -fuzztime $(FUZZTIME) ./plugins/podrequest/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePodExplicit$$' -fuzztime $(FUZZTIME) ./plugins/podrequest/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePodPodGroup$$' -fuzztime $(FUZZTIME) ./plugins/podrequest/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePodWorkload$$' -fuzztime $(FUZZTIME) ./plugins/podrequest/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodePlacement$$' -fuzztime $(FUZZTIME) ./plugins/placement/
 
 clean:

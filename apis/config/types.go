@@ -21,6 +21,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// PluginName is the HiveSched plugin's name in KubeSchedulerConfiguration:
+// the profile's plugin and the pluginConfig entry whose args are
+// HiveSchedArgs (plugins/hivesched.Name; cmd/hivesched-sim reads the
+// physical cluster from that entry without importing the plugin).
+const PluginName = "HiveSched"
+
 // The bind gate's modes (HiveSchedArgs.BindGate).
 const (
 	// BindGateAdaptive: the limit follows the binding calls' latency

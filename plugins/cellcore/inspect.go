@@ -361,21 +361,19 @@ func (k *Core) LeafUsage() Usage {
 	for name, v := range k.vcs {
 		st := k.vcStatus(v)
 		byType := map[string]LeafUsage{}
+		add := func(leafType string, total, used, free, bad int32) {
+			x := byType[leafType]
+			x.Total += total
+			x.Used += used
+			x.Free += free
+			x.Bad += bad
+			byType[leafType] = x
+		}
 		for _, c := range st.Cells {
-			x := byType[c.LeafCellType]
-			x.Total += c.LeafCells
-			x.Used += c.UsedLeafCells
-			x.Free += c.FreeLeafCells
-			x.Bad += c.BadLeafCells
-			byType[c.LeafCellType] = x
+			add(c.LeafCellType, c.LeafCells, c.UsedLeafCells, c.FreeLeafCells, c.BadLeafCells)
 		}
 		for _, c := range st.PinnedCells {
-			x := byType[c.LeafCellType]
-			x.Total += c.LeafCells
-			x.Used += c.UsedLeafCells
-			x.Free += c.FreeLeafCells
-			x.Bad += c.BadLeafCells
-			byType[c.LeafCellType] = x
+			add(c.LeafCellType, c.LeafCells, c.UsedLeafCells, c.FreeLeafCells, c.BadLeafCells)
 		}
 		for t, n := range st.OpportunisticLeafCellsByType {
 			x := byType[t]

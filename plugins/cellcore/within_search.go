@@ -208,10 +208,7 @@ func (s *search) spanIn(p *pool, kc *Cell, roots []*Cell, wl int, bind bool) boo
 			ok = s.podInto(cand, n, slot)
 		}
 		if !ok {
-			for i := len(s.bound) - 1; i >= 0; i-- {
-				k.unbindRoot(s.bound[i])
-			}
-			s.bound = s.bound[:0]
+			s.unbindAll()
 			return false
 		}
 	}

@@ -463,24 +463,7 @@ func (t *Tracker) ForeignPodsOn(nodes []string, max int) (names []string, more i
 // ResourceClaims) hold, and applies them if they changed; it reports
 // whether they did. A claimed device no group of the core holds is taken.
 func (t *Tracker) SetClaimed(logger klog.Logger, node string, refs []cellcore.DeviceRef) bool {
-	if _, known := t.core.NodeHealthOf(node); !known {
-		return false
-	}
-	t.inputs.mu.Lock()
-	same := slices.Equal(t.inputs.claimed[node], refs)
-	if !same {
-		if len(refs) == 0 {
-			delete(t.inputs.claimed, node)
-		} else {
-			t.inputs.claimed[node] = refs
-		}
-	}
-	t.inputs.mu.Unlock()
-	if same {
-		return false
-	}
-	t.apply(logger, node)
-	return true
+	return setInput(t, logger, node, t.inputs.claimed, refs, slices.Equal[[]cellcore.DeviceRef])
 }
 
 // SetSliceHealth records what a node's ResourceSlices say of its devices
@@ -488,16 +471,23 @@ func (t *Tracker) SetClaimed(logger klog.Logger, node string, refs []cellcore.De
 // changed; it reports whether it did. The node's annotation, where it names
 // a device, says more.
 func (t *Tracker) SetSliceHealth(logger klog.Logger, node string, devs []cellcore.DeviceStatus) bool {
+	return setInput(t, logger, node, t.inputs.slices, devs, equalDevices)
+}
+
+// setInput records one DRA input of a known node in inputs (under the
+// inputs' lock; none is kept for an empty one) and applies the node's
+// devices if it changed; it reports whether it did.
+func setInput[T any](t *Tracker, logger klog.Logger, node string, inputs map[string][]T, v []T, equal func(a, b []T) bool) bool {
 	if _, known := t.core.NodeHealthOf(node); !known {
 		return false
 	}
 	t.inputs.mu.Lock()
-	same := equalDevices(t.inputs.slices[node], devs)
+	same := equal(inputs[node], v)
 	if !same {
-		if len(devs) == 0 {
-			delete(t.inputs.slices, node)
+		if len(v) == 0 {
+			delete(inputs, node)
 		} else {
-			t.inputs.slices[node] = devs
+			inputs[node] = v
 		}
 	}
 	t.inputs.mu.Unlock()

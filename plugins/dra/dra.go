@@ -6,8 +6,13 @@
 // result of a pod's claims (allocate.go), the API writes that allocate,
 // reserve and release a claim (write.go), and the view of a pod that the
 // profile's DynamicResources plugin is given, without GPU claims (view.go).
-// It reads informer caches and never calls the API server but in write.go,
-// which only the binding path and background workers call.
+// State (state.go) is the one component the plugin holds: those parts put
+// together with what the plugin's handlers and extension points keep
+// between them (allocations in flight per group in inflight.go; the
+// binding path's checks and writes, and what recovery trusts, in
+// bindpath.go). It reads informer caches and calls the API server only
+// through write.go, from the binding path and background workers, and to
+// read a claim a recovered record names that the cache lacks.
 package dra
 
 import (

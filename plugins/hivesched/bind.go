@@ -240,7 +240,7 @@ func (p *HiveSched) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.
 		p.binds.retries.Bound(s.group, pod.UID)
 		if s.gpuClaims && p.groups.BoundCount(s.group) >= p.groups.MemberCount(s.group) {
 			// Every member's claims are written: nothing is in flight.
-			p.dropSignal(s.group)
+			p.dra.DropSignal(s.group)
 		}
 	}
 }
@@ -249,7 +249,7 @@ func (p *HiveSched) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.
 // HiveSched's Bind: it patches the placement onto the pod before that plugin
 // binds it (two API writes per pod instead of one).
 //
-// For a pod with GPU claims it first allocates them (dra.go): each claim's
+// For a pod with GPU claims it first allocates them (dra.State): each claim's
 // finalizer, allocation and reservation for the pod, written before the pod
 // is bound (two API writes per claim; none for a claim a retried binding
 // wrote already).
@@ -263,7 +263,7 @@ func (p *HiveSched) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.P
 		if err != nil {
 			return fwk.AsStatus(err)
 		}
-		if s.claims, err = p.allocateClaims(ctx, pod, pp); err != nil {
+		if s.claims, err = p.dra.AllocateClaims(ctx, pod, pp); err != nil {
 			s.bindErr = err
 			return fwk.AsStatus(fmt.Errorf("GPU claims of pod %s/%s: %w", pod.Namespace, pod.Name, err))
 		}

@@ -4,210 +4,45 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/kubernetes"
-	resourcelisters "k8s.io/client-go/listers/resource/v1"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 
 	"github.com/hivesched/hivesched/apis/config"
+	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/dra"
+	"github.com/hivesched/hivesched/plugins/placement"
 )
 
-// GPU claims (DRA; docs/plugin.md, "DRA"). A pod asks for leaf cells with
-// ResourceClaims (or ResourceClaimTemplates) of a GPU DeviceClass instead of
-// the leaf cell resource. hivesched decides its cells as for any pod and
-// allocates its claims itself, with exactly the devices of those cells:
-//
-//   - the gang decision (PreFilter, in the scheduling loop) signals the
-//     group's devices as an allocation in flight in the scheduler's shared
-//     DRA manager, so that no DynamicResources of any profile of this
-//     process picks them while the members bind;
-//   - PreBind writes each GPU claim's finalizer, status.allocation (the
-//     structured allocator's result on exactly those devices) and
-//     status.reservedFor (the pod), before Bind binds the pod with a
-//     placement record that lists the claims and their devices;
-//   - the profile's DynamicResources runs wrapped (HiveSchedDRA,
-//     draplugin.go) and never sees a GPU claim.
-//
-// The devices of every allocated claim are the core's claimed devices: a
-// claimed leaf no group holds is taken (another allocator's claim, or a
-// claim not released yet). A pod's cells are released only when the pod is
-// gone and its GPU claims no longer hold their devices.
-
-// draState is HiveSched's DRA side; nil when no GPU DeviceClass is
-// configured.
-type draState struct {
-	cfg     dra.Config
-	slices  *dra.Slices
-	claims  *dra.Claims
-	alloc   *dra.Allocator
-	manager fwk.SharedDRAManager
-	cs      kubernetes.Interface
-	lister  resourcelisters.ResourceClaimLister
-
-	mu sync.Mutex
-	// signals: per group, the allocation in flight that holds its devices
-	// for every allocator of the process while its members bind.
-	signals map[string]types.UID
-	seq     uint64
-	// deferred: pods gone (deleted or finished) whose GPU claims still hold
-	// their devices: their cells are released once the claims are.
-	deferred map[types.UID]deferredPod
-	// releasing: claims whose stale allocation is being cleared.
-	releasing sets.Set[types.UID]
-	// listed: the claims a recovery from the API server listed (the claim
-	// informer is not started then), by namespace/name; nil otherwise.
-	listed map[string]*resourceapi.ResourceClaim
-	// awaited: claims (namespace/name) a pod's request waited for because
-	// the scheduler had not seen them: when they appear, the pods that
-	// name them are read again (onClaim).
-	awaited sets.Set[string]
-}
-
-// setListed makes claim lookups read the listed claims (nil: the informer).
-func (d *draState) setListed(claims []*resourceapi.ResourceClaim) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if claims == nil {
-		d.listed = nil
-		return
-	}
-	d.listed = make(map[string]*resourceapi.ResourceClaim, len(claims))
-	for _, c := range claims {
-		d.listed[c.Namespace+"/"+c.Name] = c
-	}
-}
-
-// claimNamed reads a claim as the shared DRA manager has it (the informer's
-// and the claims this process wrote), or from the recovery's list.
-func (d *draState) claimNamed(namespace, name string) (*resourceapi.ResourceClaim, error) {
-	d.mu.Lock()
-	listed := d.listed
-	d.mu.Unlock()
-	if listed != nil {
-		if c, ok := listed[namespace+"/"+name]; ok {
-			return c, nil
-		}
-		return nil, apierrors.NewNotFound(resourceapi.Resource("resourceclaims"), name)
-	}
-	c, err := d.getClaim(namespace, name)
-	if err != nil {
-		// The claim informer may lag the pod informer (a bound pod seen
-		// before its claim at start): asked, not assumed gone. Only
-		// records that list a claim the cache lacks get here.
-		return d.cs.ResourceV1().ResourceClaims(namespace).Get(context.TODO(), name, metav1.GetOptions{})
-	}
-	return c, err
-}
-
-type deferredPod struct {
-	pod     *v1.Pod
-	deleted bool
-}
+// GPU claims (DRA; docs/dra.md). plugins/dra's State allocates a pod's GPU
+// claims with exactly the devices of its cells and keeps what that needs;
+// here are its wiring, the informers' handlers that hand its facts to the
+// core, and what the extension points sequence with it (the decision's
+// allocation in flight, PreBind's writes, recovery's trust). The profile's
+// DynamicResources runs wrapped (HiveSchedDRA, draplugin.go).
 
 // newDRA is the DRA side for args, nil without GPU classes or a DRA
 // manager.
-func newDRA(args *config.HiveSchedArgs, h fwk.Handle) *draState {
+func newDRA(args *config.HiveSchedArgs, h fwk.Handle) *dra.State {
 	cfg := dra.NewConfig(args.DRA.GPUDeviceClasses, args.DRA.Driver)
 	if !cfg.Enabled() || h.SharedDRAManager() == nil {
 		return nil
 	}
-	slices := dra.NewSlices(cfg.Driver)
 	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-	return &draState{
-		cfg:       cfg,
-		slices:    slices,
-		claims:    dra.NewClaims(slices),
-		alloc:     dra.NewAllocator(slices, h.SharedDRAManager().DeviceClasses(), dynamicresources.AllocatorFeatures(fts)),
-		manager:   h.SharedDRAManager(),
-		cs:        h.ClientSet(),
-		lister:    h.SharedInformerFactory().Resource().V1().ResourceClaims().Lister(),
-		signals:   map[string]types.UID{},
-		deferred:  map[types.UID]deferredPod{},
-		releasing: sets.New[types.UID](),
-		awaited:   sets.New[string](),
-	}
-}
-
-// getClaim reads a claim as the profile's DynamicResources does (the
-// shared DRA manager's assume cache: the informer's view and the claims
-// written by this process).
-//
-// A claim the assume cache has not seen yet is read from the informer's
-// store: the informer updates its store before it calls any handler, the
-// assume cache is one of those handlers, so a handler of ours (a new claim
-// re-reading the pods that wait for it) may run before it.
-func (d *draState) getClaim(namespace, name string) (*resourceapi.ResourceClaim, error) {
-	c, err := d.manager.ResourceClaims().Get(namespace, name)
-	if (err != nil || c == nil) && d.lister != nil {
-		return d.lister.ResourceClaims(namespace).Get(name)
-	}
-	return c, err
-}
-
-// podClaims are the pod's GPU claims and how many devices they ask for.
-func (d *draState) podClaims(pod *v1.Pod) ([]dra.PodClaim, int64, error) {
-	return d.cfg.GPUClaims(pod, func(namespace, name string) (*resourceapi.ResourceClaim, error) {
-		c, err := d.getClaim(namespace, name)
-		if err != nil || c == nil {
-			d.mu.Lock()
-			d.awaited.Insert(namespace + "/" + name)
-			d.mu.Unlock()
-		}
-		return c, err
+	f := h.SharedInformerFactory()
+	return dra.NewState(cfg, dra.Inputs{
+		Manager:  h.SharedDRAManager(),
+		Client:   h.ClientSet(),
+		Claims:   f.Resource().V1().ResourceClaims().Lister(),
+		Pods:     f.Core().V1().Pods().Lister(),
+		Nodes:    f.Core().V1().Nodes().Lister(),
+		Features: dynamicresources.AllocatorFeatures(fts),
 	})
-}
-
-// appeared reports (once) whether a pod's request waited for the claim.
-func (d *draState) appeared(c *resourceapi.ResourceClaim) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	key := c.Namespace + "/" + c.Name
-	if !d.awaited.Has(key) {
-		return false
-	}
-	d.awaited.Delete(key)
-	return true
-}
-
-// claimLeaves is podrequest's Lookups.Claims: a pod's leaf cells through
-// its GPU claims. A pod that asks both ways is refused.
-func (p *HiveSched) claimLeaves(pod *v1.Pod) (int64, bool, error) {
-	claims, n, err := p.dra.podClaims(pod)
-	if err != nil || n == 0 {
-		return 0, false, err
-	}
-	if dra.RequestsResource(pod, p.resource) {
-		names := make([]string, len(claims))
-		for i, c := range claims {
-			names[i] = c.Claim.Name
-		}
-		return 0, false, fmt.Errorf("pod asks for GPUs twice: through ResourceClaim %s (%d devices) and as %s in its containers' resources; ask one way: drop %s (the claims give the containers their devices), or drop the claims",
-			strings.Join(names, ", "), n, p.resource, p.resource)
-	}
-	return n, true, nil
-}
-
-// hasGPUClaims is the cheap check: the pod names claims, and one of them
-// is a GPU claim.
-func (p *HiveSched) hasGPUClaims(pod *v1.Pod) bool {
-	if p.dra == nil || len(pod.Spec.ResourceClaims) == 0 {
-		return false
-	}
-	claims, _, err := p.dra.podClaims(pod)
-	return err == nil && len(claims) > 0
 }
 
 // onSlice hands a ResourceSlice change to the slice index and the nodes'
@@ -217,7 +52,7 @@ func (p *HiveSched) onSlice(logger klog.Logger, obj interface{}, deleted bool) {
 	if !ok {
 		return
 	}
-	for _, node := range p.dra.slices.Update(s, deleted) {
+	for _, node := range p.dra.SliceChanged(s, deleted) {
 		p.draNode(logger, node, true)
 	}
 }
@@ -225,8 +60,8 @@ func (p *HiveSched) onSlice(logger klog.Logger, obj interface{}, deleted bool) {
 // draNode hands a node's DRA inputs to the core: device health from its
 // slices, devices its claims hold. freed: something may have gone free.
 func (p *HiveSched) draNode(logger klog.Logger, node string, freed bool) {
-	changed := p.devices.SetSliceHealth(logger, node, p.dra.slices.Health(node))
-	changed = p.devices.SetClaimed(logger, node, p.dra.claims.Claimed(node)) || changed
+	changed := p.devices.SetSliceHealth(logger, node, p.dra.SliceHealth(node))
+	changed = p.devices.SetClaimed(logger, node, p.dra.Claimed(node)) || changed
 	if changed {
 		p.vcs.Changed()
 		if freed {
@@ -244,59 +79,31 @@ func (p *HiveSched) onClaim(logger klog.Logger, obj interface{}, deleted bool) {
 		return
 	}
 	released := deleted || c.Status.Allocation == nil
-	d := p.dra
-	d.mu.Lock()
-	nodes := d.claims.Update(c, deleted)
-	var gone []deferredPod
-	if released {
-		for uid, dp := range d.deferred {
-			if !d.holdsDevicesLocked(dp.pod) {
-				gone = append(gone, dp)
-				delete(d.deferred, uid)
-			}
-		}
-	}
-	d.mu.Unlock()
+	nodes, gone := p.dra.ClaimChanged(c, deleted)
 	for _, n := range nodes {
 		p.draNode(logger, n, released)
 	}
 	for _, dp := range gone {
-		logger.V(2).Info("GPU claims released: the pod's cells go", "pod", klog.KObj(dp.pod))
-		p.recovery.Hold(func(recovered bool) { p.podChanged(logger, dp.pod, dp.deleted, recovered) })
+		logger.V(2).Info("GPU claims released: the pod's cells go", "pod", klog.KObj(dp.Pod))
+		p.recovery.Hold(func(recovered bool) { p.podChanged(logger, dp.Pod, dp.Deleted, recovered) })
 	}
 	if !released && p.recovery.Done() {
 		p.announceForeignClaim(logger, c)
 	}
-	if !deleted && p.dra.appeared(c) {
+	if !deleted && p.dra.Appeared(c) {
 		// Pods that came before their claim, or before the scheduler saw
 		// it (PreEnqueue holds them until their request can be read), are
 		// read again.
-		p.rereadRefused(logger, c.Namespace, func(pod *v1.Pod) bool { return podNamesClaim(pod, c.Name) })
+		p.rereadRefused(logger, c.Namespace, func(pod *v1.Pod) bool { return dra.PodNamesClaim(pod, c.Name) })
 	}
-}
-
-// podNamesClaim: the pod names the claim, directly or as the claim made
-// from one of its templates.
-func podNamesClaim(pod *v1.Pod, claim string) bool {
-	for i := range pod.Spec.ResourceClaims {
-		if n := pod.Spec.ResourceClaims[i].ResourceClaimName; n != nil && *n == claim {
-			return true
-		}
-	}
-	for _, s := range pod.Status.ResourceClaimStatuses {
-		if s.ResourceClaimName != nil && *s.ResourceClaimName == claim {
-			return true
-		}
-	}
-	return false
 }
 
 // announceForeignClaim tells the pods a claim is reserved for, once, that
 // hivesched counts its devices as taken: another allocator's claim on
 // devices of hivesched's cells.
 func (p *HiveSched) announceForeignClaim(logger klog.Logger, c *resourceapi.ResourceClaim) {
-	f, ok := p.dra.claims.ForeignClaim(c.UID)
-	if !ok || !p.dra.claims.Announce(c.UID) {
+	f, ok := p.dra.AnnounceForeign(c.UID)
+	if !ok {
 		return
 	}
 	msg := fmt.Sprintf("ResourceClaim %s, which hivesched did not allocate, holds %s of node %s: hivesched counts them as taken and places nothing on them until the claim releases them",
@@ -314,38 +121,91 @@ func (p *HiveSched) announceForeignClaim(logger klog.Logger, c *resourceapi.Reso
 	}
 }
 
-// holdsDevicesLocked: one of the pod's GPU claims still holds devices
-// (it is allocated, as the claim tracker last saw it). d.mu is held.
-func (d *draState) holdsDevicesLocked(pod *v1.Pod) bool {
-	for i := range pod.Spec.ResourceClaims {
-		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
-		if err != nil || name == nil {
-			continue
-		}
-		c, err := d.lister.ResourceClaims(pod.Namespace).Get(*name)
-		if err != nil || !d.cfg.IsGPUClaim(c) {
-			continue
-		}
-		if d.claims.Allocated(c.UID) && (dra.ReservedFor(c, pod.UID) || d.claims.Ours(c.UID)) {
-			return true
-		}
-	}
-	return false
+// notePending hands the core the devices the profile's DynamicResources
+// just allocated in memory for the claims of a pod (its Reserve): they are
+// claimed until the informer shows them written, or the pod is unreserved
+// (drop). Called by HiveSchedDRA in the scheduling loop, so the next
+// decision sees them.
+func (p *HiveSched) notePending(logger klog.Logger, pod *v1.Pod, drop bool) {
+	p.dra.NotePending(pod, drop, func(node string) { p.draNode(logger, node, drop) })
 }
 
-// deferRelease reports whether a gone pod's cells wait for its GPU claims:
-// it holds devices still, and is released when they are (onClaim).
-func (p *HiveSched) deferRelease(pod *v1.Pod, deleted bool) bool {
-	if p.dra == nil || len(pod.Spec.ResourceClaims) == 0 {
-		return false
+// beforeDecision runs before the core decides a group (in the scheduling
+// loop): allocations in flight of groups that no longer hold their cells
+// go, and the stale claims of the group's members are released.
+func (p *HiveSched) beforeDecision(ctx context.Context, logger klog.Logger, group string) {
+	p.dropStaleSignals()
+	for _, pod := range p.groups.Pods(group) {
+		if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
+			p.dra.ReleaseStaleClaims(ctx, logger, pod)
+		}
 	}
-	d := p.dra
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.holdsDevicesLocked(pod) {
-		delete(d.deferred, pod.UID)
-		return false
+}
+
+// dropStaleSignals removes the allocations in flight of groups that no
+// longer hold their cells, or whose members are all bound (their claims
+// are written). An idle scheduler's janitor calls it too (New).
+func (p *HiveSched) dropStaleSignals() {
+	p.dra.DropStaleSignals(func(g string) bool {
+		st, ok := p.core.AffinityGroupState(g)
+		return !ok || (st != cellcore.AGAllocated && st != cellcore.AGBeingPreempted) || p.groups.BoundCount(g) >= p.groups.MemberCount(g)
+	})
+}
+
+// trustedRecord is a bound pod's placement record as recovery and adoption
+// trust it: signed for the pod, and, if the pod has GPU claims, listing
+// each of them with exactly the devices the claim holds now and reserved
+// for the pod (dra.State.CheckRecord).
+func (p *HiveSched) trustedRecord(pod *v1.Pod) (placement.Record, error) {
+	rec, err := p.signer.Trusted(pod)
+	if err != nil || p.dra == nil {
+		return rec, err
 	}
-	d.deferred[pod.UID] = deferredPod{pod: pod, deleted: deleted}
-	return true
+	return rec, p.dra.CheckRecord(pod, rec.Claims)
+}
+
+// claimsRecovered marks the claims of recovered pods as hivesched's.
+func (p *HiveSched) claimsRecovered(pods []*v1.Pod) {
+	if p.dra == nil {
+		return
+	}
+	for _, pod := range pods {
+		if !p.coreHolds(pod) {
+			continue
+		}
+		rec, err := p.signer.Trusted(pod)
+		if err != nil {
+			continue
+		}
+		p.dra.ClaimsRecovered(rec.Claims)
+	}
+}
+
+// foreignOn names the pods and claims hivesched did not place that hold
+// devices on the nodes (the VC status' CellsLost condition).
+type foreignOn struct{ p *HiveSched }
+
+func (f foreignOn) ForeignPodsOn(nodes []string, max int) ([]string, int) {
+	names, more := f.p.devices.ForeignPodsOn(nodes, max)
+	if f.p.dra == nil {
+		return names, more
+	}
+	claims, cmore := f.p.dra.ForeignOn(nodes, max)
+	names = append(names, claims...)
+	more += cmore
+	if len(names) > max {
+		more += len(names) - max
+		names = names[:max]
+	}
+	return names, more
+}
+
+// draFilter rejects a node that cannot back a GPU-claim pod's slot: the
+// node publishes no (complete) ResourceSlice with a device for each of its
+// leaf cells.
+func (p *HiveSched) draFilter(s *cycleState, node string) *fwk.Status {
+	if err := p.dra.CheckNode(node, s.indices); err != nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, err.Error())
+	}
+	return nil
 }

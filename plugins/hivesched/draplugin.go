@@ -27,7 +27,7 @@ const DRAName = "HiveSchedDRA"
 // HiveSchedDRA is Kubernetes' DynamicResources plugin, unmodified, run on a
 // view of each pod without its GPU claims (and without the leaf cell
 // resource, which a DeviceClass may map to DRA devices): hivesched
-// allocates GPU claims itself (dra.go), DynamicResources every other claim
+// allocates GPU claims itself (plugins/dra's State), DynamicResources every other claim
 // of the profile's pods. The two never allocate one claim: DynamicResources
 // is never shown a GPU claim, so it neither allocates, reserves nor
 // deallocates one; and the devices hivesched decides are in flight (then
@@ -118,7 +118,7 @@ func (w *HiveSchedDRA) view(pod *v1.Pod) *v1.Pod {
 	if hs == nil || hs.dra == nil {
 		return pod
 	}
-	return hs.dra.cfg.View(pod, hs.resource, hs.dra.getClaim)
+	return hs.dra.View(pod, hs.resource)
 }
 
 // viewKey is where PreFilter leaves the pod's view for the later points.

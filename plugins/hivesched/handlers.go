@@ -35,7 +35,7 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 		lookups.Workloads = p.wl.listers
 	}
 	if p.dra != nil {
-		lookups.Claims = p.claimLeaves
+		lookups.Claims = func(pod *v1.Pod) (int64, bool, error) { return p.dra.PodLeaves(pod, p.resource) }
 		_, _ = f.Resource().V1().ResourceSlices().Informer().AddEventHandler(handle(logger, p.onSlice))
 		_, _ = f.Resource().V1().ResourceClaims().Informer().AddEventHandler(handle(logger, p.onClaim))
 	}
@@ -192,7 +192,7 @@ func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recover
 		p.groups.Untrack(pod)
 		return
 	}
-	if p.deferRelease(pod, deleted) {
+	if p.dra != nil && p.dra.DeferRelease(pod, deleted) {
 		// Its GPU claims still hold its devices (the resourceclaim
 		// controller releases them after the pod): its cells stay its
 		// group's until they do (onClaim), so that no other claim is

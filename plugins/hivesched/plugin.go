@@ -25,7 +25,6 @@ package hivesched
 import (
 	"context"
 	"fmt"
-	"github.com/hivesched/hivesched/plugins/selfcheck"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -46,17 +45,19 @@ import (
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/devices"
+	"github.com/hivesched/hivesched/plugins/dra"
 	"github.com/hivesched/hivesched/plugins/groupindex"
 	"github.com/hivesched/hivesched/plugins/inspect"
 	"github.com/hivesched/hivesched/plugins/metrics"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 	"github.com/hivesched/hivesched/plugins/recovery"
+	"github.com/hivesched/hivesched/plugins/selfcheck"
 	"github.com/hivesched/hivesched/plugins/virtualclusters"
 )
 
 // Name is the plugin's name in KubeSchedulerConfiguration.
-const Name = "HiveSched"
+const Name = config.PluginName
 
 // HiveSched is the plugin: the extension points, the informers' handlers,
 // and the parts they drive (docs/plugin.md, "Packages").
@@ -85,7 +86,7 @@ type HiveSched struct {
 	pgs      *podGroups                // scheduler-plugins' PodGroups
 	wl       *workloadAPI              // Workload API PodGroups, nil without GenericWorkload
 	eventLog *inspect.EventLog         // recent preemptions and downgrades, for the dashboard (nil: inspect API off)
-	dra      *draState                 // GPU claims (DRA), nil without GPU DeviceClasses (dra.go)
+	dra      *dra.State                // GPU claims (DRA), nil without GPU DeviceClasses (plugins/dra, dra.go)
 	writes   *selfcheck.Writes         // the outcome of the scheduler's own writes (selfcheck.go)
 }
 
@@ -219,10 +220,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	p.startInformers(ctx)
 	go p.records.Run(ctx)
 	go p.vcs.Run(ctx)
-	go p.runHoldJanitor(ctx)
+	go every(ctx, holdTimeout/3, func() { p.releaseExpiredHolds(klog.FromContext(ctx)) })
 	go p.ags.Run(ctx)
 	if p.dra != nil {
-		go p.runSignalJanitor(ctx)
+		// Stale allocations in flight of an idle scheduler.
+		go every(ctx, 5*time.Second, p.dropStaleSignals)
 	}
 	registerProfile(h, p)
 	return p, nil
@@ -249,6 +251,21 @@ func (p *HiveSched) ours(pod *v1.Pod) bool {
 // request returns the pod's parsed request (cached per pod version).
 func (p *HiveSched) request(pod *v1.Pod) (*podrequest.Request, error) {
 	return p.groups.Request(pod)
+}
+
+// every calls f each period until ctx is done (the first call one period
+// after the start): the janitors of an idle scheduler.
+func every(ctx context.Context, period time.Duration, f func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
+		}
+	}
 }
 
 // event records an event on an object (a pod, a VirtualCluster), where its

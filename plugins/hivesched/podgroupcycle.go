@@ -161,21 +161,12 @@ func (p *HiveSched) releaseOtherCycles(logger klog.Logger, cycle fwk.PodGroupCyc
 	p.releaseHolds(logger, p.cycles.holds.takeIf(func(x groupHold) bool { return x.cycle != cycle }), "a later scheduling cycle started")
 }
 
-// runHoldJanitor releases holds older than holdTimeout (an idle scheduler
-// starts no cycle that would).
-func (p *HiveSched) runHoldJanitor(ctx context.Context) {
-	logger := klog.FromContext(ctx)
-	t := time.NewTicker(holdTimeout / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			cut := time.Now().Add(-holdTimeout)
-			p.releaseHolds(logger, p.cycles.holds.takeIf(func(x groupHold) bool { return x.since.Before(cut) }), "no cycle confirmed it in time")
-		}
-	}
+// releaseExpiredHolds releases holds older than holdTimeout (an idle
+// scheduler starts no cycle that would); its janitor runs it every
+// holdTimeout/3 (New).
+func (p *HiveSched) releaseExpiredHolds(logger klog.Logger) {
+	cut := time.Now().Add(-holdTimeout)
+	p.releaseHolds(logger, p.cycles.holds.takeIf(func(x groupHold) bool { return x.since.Before(cut) }), "no cycle confirmed it in time")
 }
 
 // reserveInPodGroupCycle is Reserve for step 3 of a pod-group cycle: it

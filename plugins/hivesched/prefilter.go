@@ -37,7 +37,7 @@ type cycleState struct {
 	bindErr error
 	// gpuClaims: the pod asks through GPU claims (DRA), on its slot's
 	// leaf cells indices; PreBind allocates them and notes them in claims
-	// for the placement record (dra.go).
+	// for the placement record (dra.State.AllocateClaims).
 	gpuClaims bool
 	indices   []int32
 	claims    []placement.ClaimRecord
@@ -179,9 +179,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			p.cycles.holds.add(name, pgCycle)
 		}
 		if p.dra != nil {
-			if claims, _, err := p.dra.podClaims(pod); err == nil && len(claims) > 0 {
-				p.signalGroup(klog.FromContext(ctx), name, d.Pods, claims[0].Claim)
-			}
+			p.dra.SignalGroup(klog.FromContext(ctx), name, pod, d.Pods)
 		}
 		p.ags.Waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
 		return p.assign(ctx, state, pod, req)
@@ -230,9 +228,9 @@ func (p *HiveSched) assign(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}
 	s := &cycleState{group: req.Group.Name, node: pp.Node, leaves: req.LeafCellNumber}
-	if p.hasGPUClaims(pod) {
+	if p.dra != nil && p.dra.HasGPUClaims(pod) {
 		// Its GPU claims must hold nothing but this slot's devices.
-		wait, err := p.checkClaims(ctx, pod, pp)
+		wait, err := p.dra.CheckClaims(ctx, pod, pp)
 		if err != nil {
 			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 			return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -81,22 +80,9 @@ func (p *HiveSched) recover(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("listing resource claims: %w", err)
 		}
-		p.feedDRA(sl, cl)
+		p.dra.Feed(sl, cl)
 	}
 	return p.rebuild(ctx, nodes, pods, true)
-}
-
-// feedDRA hands slices and claims to the DRA side's indexes (recovery reads
-// them before their handlers may have).
-func (p *HiveSched) feedDRA(slices []*resourceapi.ResourceSlice, claims []*resourceapi.ResourceClaim) {
-	for _, s := range slices {
-		p.dra.slices.Update(s, false)
-	}
-	p.dra.mu.Lock()
-	for _, c := range claims {
-		p.dra.claims.Update(c, false)
-	}
-	p.dra.mu.Unlock()
 }
 
 // recoverFromAPI rebuilds from the API server, in New, before the informers
@@ -116,14 +102,7 @@ func (p *HiveSched) rebuildFromAPI(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
-	nodes := make([]*v1.Node, len(nl.Items))
-	for i := range nl.Items {
-		nodes[i] = &nl.Items[i]
-	}
-	pods := make([]*v1.Pod, len(pl.Items))
-	for i := range pl.Items {
-		pods[i] = &pl.Items[i]
-	}
+	nodes, pods := pointers(nl.Items), pointers(pl.Items)
 	if p.dra != nil {
 		sl, err := cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -133,24 +112,26 @@ func (p *HiveSched) rebuildFromAPI(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("listing resource claims: %w", err)
 		}
-		slices := make([]*resourceapi.ResourceSlice, len(sl.Items))
-		for i := range sl.Items {
-			slices[i] = &sl.Items[i]
-		}
-		claims := make([]*resourceapi.ResourceClaim, len(cl.Items))
-		for i := range cl.Items {
-			claims[i] = &cl.Items[i]
-		}
-		p.feedDRA(slices, claims)
+		claims := pointers(cl.Items)
+		p.dra.Feed(pointers(sl.Items), claims)
 		// The claim informer is not started yet: records are checked
 		// against the listed claims.
-		p.dra.setListed(claims)
-		defer p.dra.setListed(nil)
+		p.dra.ReadFromList(claims)
+		defer p.dra.ReadFromInformer()
 	}
 	// Events recorded before the scheduler starts its event broadcaster
 	// are dropped: the pod informer's first delivery reports untrusted
 	// records instead.
 	return p.rebuild(ctx, nodes, pods, false)
+}
+
+// pointers are pointers to a list's items, as listers return them.
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
 }
 
 // rebuild reads node health, the VCs, then every running group from its

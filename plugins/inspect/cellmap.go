@@ -38,13 +38,8 @@ func leafCode(r *cellcore.CellRecord) byte {
 // copy (outside the core's lock but for the copy, and for one group status
 // per opportunistic group, to colour its cells by its VC).
 func (s *Server) cellMap() iv1.CellMap {
-	buf := recordBufs.Get().(*[]cellcore.CellRecord)
-	recs := s.core.CellRecords(*buf, "", "")
-	defer func() {
-		clear(recs)
-		*buf = recs[:0]
-		recordBufs.Put(buf)
-	}()
+	recs, done := s.records("", "")
+	defer done()
 	out := iv1.CellMap{GeneratedAt: time.Now().UTC(), VirtualClusters: []string{}, Chains: []iv1.MapChain{}}
 	vcIndex := map[string]int{}
 	for name := range s.vcs.States("") {

@@ -29,17 +29,25 @@ func cellIDs(recs []cellcore.CellRecord) []string {
 // larger part of the time the copy holds the core's lock.
 var recordBufs = sync.Pool{New: func() any { return new([]cellcore.CellRecord) }}
 
+// records is one CellRecords copy (vc and node as CellRecords takes them)
+// in a buffer borrowed from recordBufs; done gives the buffer back, without
+// its references to group names and cells. recs is not used after done.
+func (s *Server) records(vc, node string) (recs []cellcore.CellRecord, done func()) {
+	buf := recordBufs.Get().(*[]cellcore.CellRecord)
+	recs = s.core.CellRecords(*buf, vc, node)
+	return recs, func() {
+		clear(recs) // drop the references to group names and cells
+		*buf = recs[:0]
+		recordBufs.Put(buf)
+	}
+}
+
 // cells builds the physical tree from one CellRecords copy, outside
 // the core's lock. vc keeps the cells bound to it; node keeps that node's
 // cells; both keep the ancestors of what they keep.
 func (s *Server) cells(vc, node string) iv1.ClusterCells {
-	buf := recordBufs.Get().(*[]cellcore.CellRecord)
-	recs := s.core.CellRecords(*buf, vc, node)
-	defer func() {
-		clear(recs) // drop the references to group names and cells
-		*buf = recs[:0]
-		recordBufs.Put(buf)
-	}()
+	recs, done := s.records(vc, node)
+	defer done()
 	ids := cellIDs(recs)
 	keep := make([]bool, len(recs))
 	for i, r := range recs {
@@ -128,8 +136,7 @@ func (s *Server) virtualClusters(name string) []iv1.VirtualCluster {
 	}
 	bound := map[levelKey][]string{}
 	pinnedAt := map[string]string{}
-	buf := recordBufs.Get().(*[]cellcore.CellRecord)
-	recs := s.core.CellRecords(*buf, "", "")
+	recs, done := s.records("", "")
 	use := virtualclusters.CountLeafUse(recs)
 	ids := make([]string, len(recs)) // of binding roots' ancestors and themselves
 	for i := range recs {
@@ -148,9 +155,7 @@ func (s *Server) virtualClusters(name string) []iv1.VirtualCluster {
 		k := levelKey{r.VirtualCluster, r.Chain(), r.Level()}
 		bound[k] = append(bound[k], cid)
 	}
-	clear(recs)
-	*buf = recs[:0]
-	recordBufs.Put(buf)
+	done()
 
 	names := make([]string, 0, len(infos))
 	for n := range infos {
@@ -203,13 +208,8 @@ func (s *Server) leafCounts() map[string]iv1.LeafCounts {
 	if len(infos) == 0 {
 		return out
 	}
-	buf := recordBufs.Get().(*[]cellcore.CellRecord)
-	recs := s.core.CellRecords(*buf, "", "")
-	defer func() {
-		clear(recs)
-		*buf = recs[:0]
-		recordBufs.Put(buf)
-	}()
+	recs, done := s.records("", "")
+	defer done()
 	use := virtualclusters.CountLeafUse(recs)
 	for n := range infos {
 		if st, ok := s.core.VirtualClusterStatus(n); ok {

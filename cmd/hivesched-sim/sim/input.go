@@ -18,7 +18,6 @@ import (
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
-	"github.com/hivesched/hivesched/plugins/hivesched"
 )
 
 // LoadCluster reads the physical cluster from a scheduler configuration,
@@ -31,12 +30,12 @@ func LoadCluster(path string) (cellcore.Config, error) {
 	}
 	for _, prof := range cfg.Profiles {
 		for _, pc := range prof.PluginConfig {
-			if a, ok := pc.Args.(*config.HiveSchedArgs); ok && pc.Name == hivesched.Name {
+			if a, ok := pc.Args.(*config.HiveSchedArgs); ok && pc.Name == config.PluginName {
 				return cellspec.Config(a.PhysicalCluster), nil
 			}
 		}
 	}
-	return cellcore.Config{}, fmt.Errorf("%s: no profile configures the %s plugin's physicalCluster", path, hivesched.Name)
+	return cellcore.Config{}, fmt.Errorf("%s: no profile configures the %s plugin's physicalCluster", path, config.PluginName)
 }
 
 // LoadVirtualClusters reads VirtualCluster objects (YAML documents or a
