@@ -613,6 +613,22 @@ podgroup_crd() {
   printf '%s\n' "$dir/manifests/coscheduling/crd.yaml"
 }
 
+# move_placement_key: a local cluster brought up before the key moved out
+# of kube-system (issue 28, finding 8) keeps its key, so that the records
+# of the pods running there still verify: copied into the scheduler's
+# namespace, then deleted from kube-system (docs/security.md, "Signatures
+# and the key", says the same for a real cluster).
+move_placement_key() {
+  local key
+  kc -n hivesched-system get secret hivesched-placement-key >/dev/null 2>&1 && return 0
+  key=$(kc -n kube-system get secret hivesched-placement-key -o go-template='{{index .data "key"}}' 2>/dev/null) || return 0
+  [[ -n $key ]] || return 0
+  log "moving the placement key from kube-system to hivesched-system"
+  printf '%s' "$key" | base64 -d | kc -n hivesched-system create secret generic hivesched-placement-key \
+    --from-file=key=/dev/stdin >/dev/null
+  kc -n kube-system delete secret hivesched-placement-key >/dev/null
+}
+
 apply_cluster_objects() {
   log "applying CRDs, nodes, namespaces, VirtualClusters"
   local pgcrd
@@ -623,6 +639,10 @@ apply_cluster_objects() {
   # the local scheduler (and every component) runs as the admin, in
   # system:masters, which passes the policies' authorization checks.
   kc apply -f "$REPO_ROOT/manifests/admission/" >/dev/null
+  # The scheduler's namespace, where it keeps its placement key (it runs
+  # here without POD_NAMESPACE: plugins/placement's DefaultNamespace).
+  kc apply -f "$REPO_ROOT/manifests/scheduler/namespace.yaml" >/dev/null
+  move_placement_key
 
   local n
   {

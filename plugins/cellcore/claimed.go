@@ -1,6 +1,9 @@
 package cellcore
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Claimed devices (DRA). A device allocated in a ResourceClaim is named:
 // the claim's allocation lists the driver, pool and device, which the
@@ -84,4 +87,22 @@ func (n *node) claimedRefs() []DeviceRef {
 		})
 	}
 	return out
+}
+
+// NodeDeviceIndices lists the device indices of a node's leaf cells, sorted
+// and each once (a node in several chains may repeat one); nil for a node
+// not in the physical cluster. They never change once the core is built.
+func (k *Core) NodeDeviceIndices(name string) []int32 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := k.nodes[name]
+	if n == nil {
+		return nil
+	}
+	var out []int32
+	for _, nc := range n.cells {
+		nc.forEachLeaf(func(l *Cell) { out = append(out, l.index) })
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -93,3 +93,10 @@ func TestClaimedDevicesBesideUnnamedMarks(t *testing.T) {
 	require.Len(t, got, 3, "8 - 1 bad - 1 unhealthy - 2 foreign - 1 claimed")
 	mustCheck(t, k)
 }
+
+// The device indices of a node, for callers that name devices by index.
+func TestNodeDeviceIndices(t *testing.T) {
+	k := newHealthyCore(t, clusterConfig(1, 1, 0)) // one 8-GPU node r0-n0
+	require.Equal(t, []int32{0, 1, 2, 3, 4, 5, 6, 7}, k.NodeDeviceIndices("r0-n0"))
+	require.Nil(t, k.NodeDeviceIndices("elsewhere"))
+}

@@ -208,6 +208,7 @@ func worstPerDevice(devs []cellcore.DeviceStatus) []cellcore.DeviceStatus {
 type foreignPod struct {
 	node    string
 	devices int32
+	indices []int32
 }
 
 // inputs joins, per node, what the Node says of its devices and the
@@ -222,6 +223,9 @@ type inputs struct {
 	// the sum negative (issue 28, finding 11); the core caps it at the
 	// node's leaves.
 	perNode map[string]int64
+	// named: per node, the devices foreign pods name (Taken.Indices), and
+	// how many pods name each.
+	named map[string]map[int32]int
 	// announced: foreign pods told (by an event) that they are counted.
 	announced map[types.UID]bool
 	// claimed: per node, the devices device claims (DRA) hold; slices:
@@ -232,7 +236,7 @@ type inputs struct {
 
 func newInputs() *inputs {
 	return &inputs{nodes: map[string]nodeDeviceInput{}, foreign: map[types.UID]foreignPod{}, names: map[types.UID]string{},
-		perNode: map[string]int64{}, announced: map[types.UID]bool{}, claimed: map[string][]cellcore.DeviceRef{}, slices: map[string][]cellcore.DeviceStatus{}}
+		perNode: map[string]int64{}, named: map[string]map[int32]int{}, announced: map[types.UID]bool{}, claimed: map[string][]cellcore.DeviceRef{}, slices: map[string][]cellcore.DeviceStatus{}}
 }
 
 // setNode records a node's input; it reports whether it changed.
@@ -259,13 +263,14 @@ func equalDevices(a, b []cellcore.DeviceStatus) bool {
 	return true
 }
 
-// setForeign records (devices > 0) or forgets a pod's foreign devices; it
-// returns the nodes whose count changed.
-func (d *inputs) setForeign(uid types.UID, name, node string, devices int32) (changed []string) {
+// setForeign records (taken) or forgets (nothing taken) a pod's foreign
+// devices; it returns the nodes whose input changed.
+func (d *inputs) setForeign(uid types.UID, name, node string, taken Taken) (changed []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	devices := max(taken.Devices, 0)
 	old, had := d.foreign[uid]
-	if had && old.node == node && old.devices == devices {
+	if had && old.node == node && old.devices == devices && slices.Equal(old.indices, taken.Indices) {
 		return nil
 	}
 	if had {
@@ -273,14 +278,37 @@ func (d *inputs) setForeign(uid types.UID, name, node string, devices int32) (ch
 		if d.perNode[old.node] <= 0 {
 			delete(d.perNode, old.node)
 		}
+		if m := d.named[old.node]; m != nil {
+			for _, i := range old.indices {
+				if m[i]--; m[i] <= 0 {
+					delete(m, i)
+				}
+			}
+			if len(m) == 0 {
+				delete(d.named, old.node)
+			}
+		}
 		delete(d.foreign, uid)
 		delete(d.names, uid)
 		changed = append(changed, old.node)
 	}
-	if devices > 0 && node != "" {
-		d.foreign[uid] = foreignPod{node: node, devices: devices}
+	if !taken.None() && node != "" {
+		indices := slices.Clone(taken.Indices)
+		d.foreign[uid] = foreignPod{node: node, devices: devices, indices: indices}
 		d.names[uid] = name
-		d.perNode[node] += int64(devices)
+		if devices > 0 {
+			d.perNode[node] += int64(devices)
+		}
+		if len(indices) > 0 {
+			m := d.named[node]
+			if m == nil {
+				m = map[int32]int{}
+				d.named[node] = m
+			}
+			for _, i := range indices {
+				m[i]++
+			}
+		}
 		if !had || old.node != node {
 			changed = append(changed, node)
 		}
@@ -311,7 +339,12 @@ func (d *inputs) resetForeign() []string {
 	for n := range d.perNode {
 		nodes = append(nodes, n)
 	}
-	d.foreign, d.names, d.perNode = map[types.UID]foreignPod{}, map[types.UID]string{}, map[string]int64{}
+	for n := range d.named {
+		if _, counted := d.perNode[n]; !counted {
+			nodes = append(nodes, n)
+		}
+	}
+	d.foreign, d.names, d.perNode, d.named = map[types.UID]foreignPod{}, map[types.UID]string{}, map[string]int64{}, map[string]map[int32]int{}
 	return nodes
 }
 
@@ -335,7 +368,29 @@ func (d *inputs) coreInput(name string) cellcore.NodeDevices {
 			}
 		}
 	}
-	return cellcore.NodeDevices{Devices: devs, Unhealthy: in.unhealthy, Foreign: int32(min(d.perNode[name], math.MaxInt32)), Claimed: d.claimed[name]}
+	return cellcore.NodeDevices{Devices: devs, Unhealthy: in.unhealthy, Foreign: int32(min(d.perNode[name], math.MaxInt32)), Claimed: d.claimedLocked(name)}
+}
+
+// claimedLocked is the node's devices taken by name: those device claims
+// hold (DRA), and those foreign pods name. d.mu is held.
+func (d *inputs) claimedLocked(node string) []cellcore.DeviceRef {
+	named := d.named[node]
+	if len(named) == 0 {
+		return d.claimed[node]
+	}
+	out := slices.Clone(d.claimed[node])
+	for i := range named {
+		if !slices.ContainsFunc(out, func(r cellcore.DeviceRef) bool { return r.Index == i }) {
+			out = append(out, cellcore.DeviceRef{Index: i})
+		}
+	}
+	slices.SortFunc(out, func(a, b cellcore.DeviceRef) int {
+		if a.Index != b.Index {
+			return int(a.Index) - int(b.Index)
+		}
+		return strings.Compare(a.LeafCellType, b.LeafCellType)
+	})
+	return out
 }
 
 // foreignPodsOn names (sorted, at most max) the foreign pods on the nodes.
@@ -402,40 +457,50 @@ func terminal(pod *v1.Pod) bool {
 	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
 }
 
-// Foreign is how many devices a pod holds that the core does not count as
-// a group's: a bound pod that is running (or starting, or terminating) on
-// a node of the physical cluster and that held does not say is one of the
-// core's pods (another scheduler's, one created with spec.nodeName, one
-// whose placement record is not trusted, or whose group the core could not
-// take back).
-func (t *Tracker) Foreign(pod *v1.Pod, deleted bool, held func(*v1.Pod) bool) int32 {
+// Foreign is what a pod holds that the core does not count as a group's: a
+// bound pod that is running (or starting, or terminating) on a node of the
+// physical cluster and that held does not say is one of the core's pods
+// (another scheduler's, one created with spec.nodeName, one whose placement
+// record is not trusted, or whose group the core could not take back). It
+// takes as many devices as it requests of the leaf resource; one that
+// requests none but names devices (references.go) takes those devices of
+// its node. Event-handler work: the checks before held and the parse are
+// map look-ups.
+func (t *Tracker) Foreign(pod *v1.Pod, deleted bool, held func(*v1.Pod) bool) Taken {
 	if deleted || pod.Spec.NodeName == "" || terminal(pod) {
-		return 0
+		return Taken{}
 	}
 	if _, known := t.core.NodeHealthOf(pod.Spec.NodeName); !known {
-		return 0 // not a node of the physical cluster
+		return Taken{} // not a node of the physical cluster
 	}
 	if pod.Status.ExtendedResourceClaimStatus != nil {
 		// DynamicResources allocated its request of the resource as
 		// devices of a ResourceClaim (a DeviceClass maps the resource):
 		// the claim names them, and counts them (NodeDevices.Claimed).
-		return 0
+		return Taken{}
 	}
 	n, err := podrequest.LeafRequest(pod, t.resource)
 	if err != nil {
 		n = math.MaxInt32 // beyond any node: every device of it counts
 	}
-	if n == 0 || held(pod) {
-		return 0
+	if n > 0 {
+		if held(pod) {
+			return Taken{}
+		}
+		return Taken{Devices: int32(n)}
 	}
-	return int32(n)
+	if !referencesDevices(pod) || held(pod) {
+		return Taken{}
+	}
+	idx, via, ignored := referencedIndices(pod, t.core.NodeDeviceIndices(pod.Spec.NodeName))
+	return Taken{Indices: idx, Via: via, Ignored: ignored}
 }
 
-// Count records that the pod holds n foreign devices (0: none, or it is
-// gone) and hands the nodes whose count changed to the core; it reports
-// whether any did.
-func (t *Tracker) Count(logger klog.Logger, pod *v1.Pod, n int32) bool {
-	changed := t.inputs.setForeign(pod.UID, pod.Namespace+"/"+pod.Name, pod.Spec.NodeName, n)
+// Count records what the pod takes (nothing: none, or it is gone) and
+// hands the nodes whose input changed to the core; it reports whether any
+// did.
+func (t *Tracker) Count(logger klog.Logger, pod *v1.Pod, taken Taken) bool {
+	changed := t.inputs.setForeign(pod.UID, pod.Namespace+"/"+pod.Name, pod.Spec.NodeName, taken)
 	for _, node := range changed {
 		t.apply(logger, node)
 	}

@@ -58,16 +58,16 @@ func TestNodeDevicesFromAllocatable(t *testing.T) {
 
 func TestDeviceInputsForeignCounts(t *testing.T) {
 	d := newInputs()
-	require.Equal(t, []string{"n0"}, d.setForeign("a", "ns/a", "n0", 2))
+	require.Equal(t, []string{"n0"}, d.setForeign("a", "ns/a", "n0", Taken{Devices: 2}))
 	require.True(t, d.announce("a"))
 	require.False(t, d.announce("a"), "once")
-	require.Nil(t, d.setForeign("a", "ns/a", "n0", 2), "unchanged")
-	require.Equal(t, []string{"n0"}, d.setForeign("b", "ns/b", "n0", 3))
+	require.Nil(t, d.setForeign("a", "ns/a", "n0", Taken{Devices: 2}), "unchanged")
+	require.Equal(t, []string{"n0"}, d.setForeign("b", "ns/b", "n0", Taken{Devices: 3}))
 	require.EqualValues(t, 5, d.coreInput("n0").Foreign)
 	names, more := d.foreignPodsOn([]string{"n0"}, 1)
 	require.Equal(t, []string{"ns/a"}, names)
 	require.Equal(t, 1, more)
-	require.Equal(t, []string{"n0"}, d.setForeign("a", "ns/a", "", 0))
+	require.Equal(t, []string{"n0"}, d.setForeign("a", "ns/a", "", Taken{Devices: 0}))
 	require.EqualValues(t, 3, d.coreInput("n0").Foreign)
 	require.False(t, d.announce("a"), "gone")
 	require.Equal(t, []string{"n0"}, d.resetForeign())
@@ -99,10 +99,10 @@ func TestNodeHealth(t *testing.T) {
 // the core can take, not wrap negative (which freed the node).
 func TestForeignCountDoesNotWrap(t *testing.T) {
 	d := newInputs()
-	d.setForeign("a", "ns/a", "n0", 8)
-	d.setForeign("b", "ns/b", "n0", math.MaxInt32)
+	d.setForeign("a", "ns/a", "n0", Taken{Devices: 8})
+	d.setForeign("b", "ns/b", "n0", Taken{Devices: math.MaxInt32})
 	require.EqualValues(t, math.MaxInt32, d.coreInput("n0").Foreign)
-	d.setForeign("b", "ns/b", "", 0)
+	d.setForeign("b", "ns/b", "", Taken{Devices: 0})
 	require.EqualValues(t, 8, d.coreInput("n0").Foreign)
 }
 

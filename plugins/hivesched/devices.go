@@ -2,10 +2,14 @@ package hivesched
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/hivesched/hivesched/plugins/internal/english"
+	"github.com/hivesched/hivesched/plugins/metrics"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
@@ -37,18 +41,39 @@ func (p *HiveSched) coreHolds(pod *v1.Pod) bool {
 // delivered now (not while recovering before the scheduler's event
 // broadcaster runs: the informer's first delivery announces then).
 func (p *HiveSched) noteForeign(logger klog.Logger, pod *v1.Pod, deleted, announce bool) {
-	n := p.devices.Foreign(pod, deleted, p.coreHolds)
-	if p.devices.Count(logger, pod, n) {
+	taken := p.devices.Foreign(pod, deleted, p.coreHolds)
+	if p.devices.Count(logger, pod, taken) {
 		p.vcs.Changed()
-		if n == 0 {
+		if taken.None() {
 			// Devices came free: the pods waiting for them may go.
 			p.activateWaiting(logger, "")
 		}
 	}
-	if n > 0 && announce && p.devices.Announce(pod.UID) {
-		logger.Info("a pod hivesched did not place holds devices: counted as taken", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "devices", n)
+	if taken.None() || !announce || !p.devices.Announce(pod.UID) {
+		return
+	}
+	if len(taken.Indices) == 0 {
+		metrics.ForeignPodCounted("requested")
+		logger.Info("a pod hivesched did not place holds devices: counted as taken", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "devices", taken.Devices)
 		p.event(pod, v1.EventTypeNormal, "ForeignDevicesCounted", fmt.Sprintf(
 			"hivesched did not place this pod: its %d %s on node %s are counted as taken, and hivesched places nothing on them until the pod is gone",
-			n, p.resource, pod.Spec.NodeName))
+			taken.Devices, p.resource, pod.Spec.NodeName))
+		return
 	}
+	// It requests none of the resource but names devices (issue 28,
+	// finding 3): a Warning, as it runs on devices nothing gave it.
+	metrics.ForeignPodCounted("referenced")
+	devs := make([]string, len(taken.Indices))
+	for i, x := range taken.Indices {
+		devs[i] = strconv.Itoa(int(x))
+	}
+	ignored := ""
+	if taken.Ignored > 0 {
+		ignored = fmt.Sprintf(" (%d entries that name no device of the node ignored)", taken.Ignored)
+	}
+	logger.Info("a pod hivesched did not place names devices without requesting them: counted as taken", "pod", klog.KObj(pod), "node", pod.Spec.NodeName,
+		"devices", taken.Indices, "annotations", taken.Via, "ignored", taken.Ignored)
+	p.event(pod, v1.EventTypeWarning, "ForeignDevicesCounted", fmt.Sprintf(
+		"hivesched did not place this pod, which requests no %s but names devices %s of node %s in %s%s: they are counted as taken, and hivesched places nothing on them until the pod is gone",
+		p.resource, strings.Join(devs, ","), pod.Spec.NodeName, english.JoinNames(taken.Via), ignored))
 }

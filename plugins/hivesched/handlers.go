@@ -3,8 +3,13 @@ package hivesched
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
+	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -28,7 +33,7 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 	vf := externalversions.NewSharedInformerFactory(p.vcClient, 0)
 	_, _ = vf.Hivesched().V1alpha1().VirtualClusters().Informer().AddEventHandler(handle(logger, p.onVC))
 	agInf := vf.Hivesched().V1alpha1().AffinityGroups()
-	_, _ = agInf.Informer().AddEventHandler(handle(logger, p.onAG))
+	_, _ = agInf.Informer().AddEventHandler(handleGroupObject(logger, p.onAG))
 	p.startWorkloadInformers(logger)
 	lookups := podrequest.Lookups{AffinityGroups: agInf.Lister(), PodGroups: p.pgs.listerOrNil}
 	if p.wl != nil {
@@ -57,6 +62,52 @@ func handle(logger klog.Logger, on func(logger klog.Logger, obj interface{}, del
 			on(logger, obj, true)
 		},
 	}
+}
+
+// handleGroupObject adapts on, the handler of objects that describe pods'
+// groups (AffinityGroups, PodGroups), as handle does, and tells it whether
+// the refused pods they describe are to be read again (reread): on an add,
+// and on an update that changed what a pod's request is read from, not on a
+// status write or a resync, which kube-scheduler's and hivesched's own
+// status writers make often (each re-read every refused pod the object
+// describes).
+func handleGroupObject(logger klog.Logger, on func(logger klog.Logger, obj interface{}, deleted, reread bool)) cache.ResourceEventHandlerFuncs {
+	h := handle(logger, func(logger klog.Logger, obj interface{}, deleted bool) { on(logger, obj, deleted, !deleted) })
+	h.UpdateFunc = func(old, obj interface{}) { on(logger, obj, false, requestInputsChanged(old, obj)) }
+	return h
+}
+
+// requestInputsChanged: what a pod's request is read from in a group's
+// object changed between two versions of it: its spec, its labels or
+// annotations, whether it is being deleted. The spec is compared by its
+// generation, which the API server raises on every change of a custom
+// resource's spec; the Workload API's pod groups keep no generation, and
+// their specs are compared; any other object without one counts as
+// changed.
+func requestInputsChanged(old, obj interface{}) bool {
+	a, errA := meta.Accessor(old)
+	b, errB := meta.Accessor(obj)
+	if errA != nil || errB != nil {
+		return true
+	}
+	if a.GetUID() != b.GetUID() || (a.GetDeletionTimestamp() == nil) != (b.GetDeletionTimestamp() == nil) ||
+		!maps.Equal(a.GetLabels(), b.GetLabels()) || !maps.Equal(a.GetAnnotations(), b.GetAnnotations()) {
+		return true
+	}
+	if b.GetGeneration() != 0 {
+		return a.GetGeneration() != b.GetGeneration()
+	}
+	switch o := obj.(type) {
+	case *schedv1beta1.PodGroup:
+		if prev, ok := old.(*schedv1beta1.PodGroup); ok {
+			return !apiequality.Semantic.DeepEqual(prev.Spec, o.Spec)
+		}
+	case *schedv1alpha3.CompositePodGroup:
+		if prev, ok := old.(*schedv1alpha3.CompositePodGroup); ok {
+			return !apiequality.Semantic.DeepEqual(prev.Spec, o.Spec)
+		}
+	}
+	return true
 }
 
 // onNode hands a node's health and devices to the core.
@@ -285,13 +336,13 @@ func (p *HiveSched) applyVC(logger klog.Logger, vc *hv1.VirtualCluster) {
 	p.activateWaiting(logger, vc.Name) // its capacity changed
 }
 
-func (p *HiveSched) onAG(logger klog.Logger, obj interface{}, deleted bool) {
+func (p *HiveSched) onAG(logger klog.Logger, obj interface{}, deleted, reread bool) {
 	ag, ok := obj.(*hv1.AffinityGroup)
 	if !ok {
 		return
 	}
 	p.ags.Object(ag, deleted)
-	if !deleted && ag.Labels[hv1.LabelManagedBy] != hv1.ManagedByHivesched {
+	if reread && ag.Labels[hv1.LabelManagedBy] != hv1.ManagedByHivesched {
 		// Pods that came before their explicit group are read again.
 		p.groupObjectChanged(logger, ag.Namespace, labels.SelectorFromSet(labels.Set{LabelAffinityGroup: ag.Name}))
 	}

@@ -82,7 +82,7 @@ func (p *HiveSched) startPodGroupInformer(ctx context.Context, logger klog.Logge
 func (p *HiveSched) runPodGroupInformer(ctx context.Context, logger klog.Logger) {
 	f := pginformers.NewSharedInformerFactory(p.pgs.client, 0)
 	inf := f.Scheduling().V1alpha1().PodGroups()
-	_, _ = inf.Informer().AddEventHandler(handle(logger, p.onPodGroup))
+	_, _ = inf.Informer().AddEventHandler(handleGroupObject(logger, p.onPodGroup))
 	// Set before the informer starts: its handler re-reads pods through it.
 	lister := inf.Lister()
 	p.pgs.lister.Store(&lister)
@@ -91,8 +91,8 @@ func (p *HiveSched) runPodGroupInformer(ctx context.Context, logger klog.Logger)
 
 // onPodGroup re-reads the pods that came before their PodGroup (or its
 // CRD).
-func (p *HiveSched) onPodGroup(logger klog.Logger, obj interface{}, deleted bool) {
-	if pg, ok := obj.(*pgv1alpha1.PodGroup); ok && !deleted {
+func (p *HiveSched) onPodGroup(logger klog.Logger, obj interface{}, deleted, reread bool) {
+	if pg, ok := obj.(*pgv1alpha1.PodGroup); ok && reread {
 		p.groupObjectChanged(logger, pg.Namespace, labels.SelectorFromSet(labels.Set{podrequest.LabelPodGroup: pg.Name}))
 	}
 }
@@ -140,18 +140,18 @@ func (p *HiveSched) startWorkloadInformers(logger klog.Logger) {
 	if utilfeature.DefaultFeatureGate.Enabled(features.CompositePodGroup) {
 		cInf := f.Scheduling().V1alpha3().CompositePodGroups()
 		p.wl.listers.Composites = cInf.Lister()
-		_, _ = cInf.Informer().AddEventHandler(handle(logger, p.onCompositePodGroup))
+		_, _ = cInf.Informer().AddEventHandler(handleGroupObject(logger, p.onCompositePodGroup))
 	}
-	_, _ = pgInf.Informer().AddEventHandler(handle(logger, p.onWorkloadPodGroup))
+	_, _ = pgInf.Informer().AddEventHandler(handleGroupObject(logger, p.onWorkloadPodGroup))
 }
 
 // onCompositePodGroup re-reads the refused requests of the unbound pods of
 // the composite's pod groups: the informers deliver the composite, its
 // pod groups and their pods in no set order, and a pod read before its
 // composite was seen waits for it.
-func (p *HiveSched) onCompositePodGroup(logger klog.Logger, obj interface{}, deleted bool) {
+func (p *HiveSched) onCompositePodGroup(logger klog.Logger, obj interface{}, deleted, reread bool) {
 	cpg, ok := obj.(*schedv1alpha3.CompositePodGroup)
-	if !ok || deleted {
+	if !ok || !reread {
 		return
 	}
 	p.rereadComposite(logger, cpg.Namespace, cpg.Name)
@@ -188,12 +188,13 @@ func (p *HiveSched) rereadComposite(logger klog.Logger, namespace, composite str
 // onWorkloadPodGroup re-reads the refused requests of the unbound pods that
 // name the PodGroup (they may have come before it); a deleted one is
 // forgotten.
-func (p *HiveSched) onWorkloadPodGroup(logger klog.Logger, obj interface{}, deleted bool) {
+func (p *HiveSched) onWorkloadPodGroup(logger klog.Logger, obj interface{}, deleted, reread bool) {
 	pg, ok := obj.(*schedv1beta1.PodGroup)
 	switch {
 	case !ok:
 	case deleted:
 		p.wl.forget(pg.UID)
+	case !reread: // a status write or a resync
 	case pg.Spec.ParentCompositePodGroupName != nil && p.wl.listers.Composites != nil:
 		// A composite's request needs all of its pod groups: the pods of
 		// its other pod groups, read before this one was seen, wait too.

@@ -108,3 +108,41 @@ func TestQueueCallbacksDoNotParse(t *testing.T) {
 	plain.Spec.Containers[0].Resources = v1.ResourceRequirements{}
 	require.Nil(t, p.PreEnqueue(t.Context(), plain), "a plain pod passes untouched")
 }
+
+// TestPodDeletedHintDoesNotParse (issue 28, finding 1): the pod-deleted
+// queueing hint, which kube-scheduler calls once per waiting pod under the
+// queue's lock, reads no request. Every read of the plugin goes through
+// the group index's resolver; here its claim look-up, which every read
+// makes first, counts them. A deleted pod with a huge, invalid HiveD
+// annotation, bound or not, is read by nobody, and neither is it cached.
+func TestPodDeletedHintDoesNotParse(t *testing.T) {
+	reads := 0
+	p := &HiveSched{resource: "nvidia.com/gpu", groups: groupindex.New("nvidia.com/gpu")}
+	p.groups.SetResolver(podrequest.NewResolver("nvidia.com/gpu", podrequest.Lookups{
+		Claims: func(*v1.Pod) (int64, bool, error) { reads++; return 0, false, nil }}))
+	waiting := waitingPods(20)
+	for _, w := range waiting {
+		p.groups.Track(w) // the pod informer's handler read them
+	}
+	require.Equal(t, len(waiting), reads, "the counter sees the handler's reads")
+	reads = 0
+
+	bound := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pad", Namespace: "ns", UID: "pad",
+		Annotations: map[string]string{podrequest.HivedSpecAnnotation: hugeSpec()}}, Spec: v1.PodSpec{NodeName: "n1"}}
+	pending := bound.DeepCopy()
+	pending.UID, pending.Spec.NodeName = "pad-pending", ""
+	logger := klog.Background()
+	for _, w := range waiting {
+		h, err := p.hintPodDeleted(logger, w, bound, nil)
+		require.NoError(t, err)
+		require.Equal(t, fwk.Queue, h, "a bound pod that may have asked for cells frees devices")
+		h, err = p.hintPodDeleted(logger, w, pending, nil)
+		require.NoError(t, err)
+		require.Equal(t, fwk.QueueSkip, h, "an unbound pod hivesched does not hold freed nothing")
+	}
+	require.Zero(t, reads, "the hint read no request")
+	for _, d := range []*v1.Pod{bound, pending} {
+		_, _, read := p.groups.Cached(d)
+		require.False(t, read, "nor did anything else")
+	}
+}

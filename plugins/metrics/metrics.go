@@ -93,6 +93,15 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"write"})
 
+	foreignPods = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: metricsNamespace,
+		Name:      "foreign_pods_total",
+		Help: "Pods hivesched did not place whose devices it counts as taken (each once per scheduler process), by how: " +
+			"requested (their request of the leaf cell resource), referenced (they request none but name devices in " +
+			"hivesched's device annotations: nothing gave them those devices).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"how"})
+
 	internalErrors = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: metricsNamespace,
 		Name:      "internal_errors_total",
@@ -146,7 +155,7 @@ func Register(scheduler string, core *cellcore.Core, recovered func() bool, done
 func registerAll() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(placementDuration, preemptedGroups, preemptedPods, recoveryDuration, recoveredGroups, healthChanges,
-			bindFailures, bindGiveUps, ownWritesRefused, internalErrors, bindingDuration)
+			bindFailures, bindGiveUps, ownWritesRefused, foreignPods, internalErrors, bindingDuration)
 		legacyregistry.CustomMustRegister(cellCollector, gateCollector)
 	})
 }
@@ -299,3 +308,7 @@ func BindingCall(scheduler string, d time.Duration) {
 func OwnWriteRefused(write string) {
 	ownWritesRefused.WithLabelValues(write).Inc()
 }
+
+// ForeignPodCounted counts a pod hivesched did not place whose devices it
+// counts as taken, by how: "requested" or "referenced".
+func ForeignPodCounted(how string) { foreignPods.WithLabelValues(how).Inc() }

@@ -38,8 +38,15 @@ const (
 	placementKeyField = "key"
 
 	// envPodNamespace names the scheduler's namespace (downward API in
-	// manifests/scheduler/deployment.yaml); kube-system without it.
+	// manifests/scheduler/deployment.yaml); DefaultNamespace without it.
 	envPodNamespace = "POD_NAMESPACE"
+
+	// DefaultNamespace is the namespace the shipped manifests run the
+	// scheduler in (manifests/scheduler/namespace.yaml), and where a
+	// scheduler without POD_NAMESPACE (one run outside the cluster) keeps
+	// its key. Not kube-system: whoever may read Secrets there would read
+	// the key (issue 28, finding 8).
+	DefaultNamespace = "hivesched-system"
 
 	signatureDomain = "hivesched.io/placement/v1\n"
 )
@@ -51,7 +58,7 @@ func schedulerNamespace() string {
 	if ns := os.Getenv(envPodNamespace); ns != "" {
 		return ns
 	}
-	return metav1.NamespaceSystem
+	return DefaultNamespace
 }
 
 // LoadSigner reads the signing key, creating it on first use. Two
@@ -60,9 +67,8 @@ func schedulerNamespace() string {
 func LoadSigner(ctx context.Context, cs kubernetes.Interface) (*Signer, error) {
 	ns := schedulerNamespace()
 	secrets := cs.CoreV1().Secrets(ns)
-	// The namespace may not exist yet on a cluster that is coming up (the
-	// API server creates kube-system shortly after it starts): a minute of
-	// retries.
+	// The namespace may not exist yet on a cluster that is coming up (it
+	// is applied with the scheduler's manifests): a minute of retries.
 	for attempt := 0; attempt < 120; attempt++ {
 		s, err := secrets.Get(ctx, KeySecret, metav1.GetOptions{})
 		if err == nil {
@@ -101,7 +107,8 @@ func LoadSigner(ctx context.Context, cs kubernetes.Interface) (*Signer, error) {
 			return nil, fmt.Errorf("creating secret %s/%s (the placement signing key): %w", ns, KeySecret, err)
 		}
 	}
-	return nil, fmt.Errorf("secret %s/%s: could not be read or created (does namespace %s exist?)", ns, KeySecret, ns)
+	return nil, fmt.Errorf("secret %s/%s: could not be read or created (does namespace %s exist? manifests/scheduler/namespace.yaml creates %s; %s names another)",
+		ns, KeySecret, ns, DefaultNamespace, envPodNamespace)
 }
 
 func (s *Signer) mac(pod *v1.Pod, record string) []byte {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
 )
 
 // applyAdmission creates the policies and bindings of manifests/admission
@@ -99,7 +100,7 @@ func TestAdmissionPolicy(t *testing.T) {
 	c.grant(t, "adm", "alice", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"*"}})
 	c.applyAdmission(t)
 	tenant := c.as(t, "alice", "team-a")
-	sched := c.as(t, "system:serviceaccount:kube-system:hivesched-scheduler", "system:serviceaccounts", "system:serviceaccounts:kube-system")
+	sched := c.as(t, schedulerSA, "system:serviceaccounts", "system:serviceaccounts:"+placement.DefaultNamespace)
 	c.startScheduler(t, physicalCluster("adm", 1, 1, 0))
 
 	requireForbidden := func(t *testing.T, err error, want string) {
@@ -279,17 +280,22 @@ func TestAdmissionPolicy(t *testing.T) {
 		require.True(t, err == nil || apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "hivesched-pod-placement"),
 			"the renamed scheduler passes the policy (RBAC may still refuse the patch itself): %v", err)
 
+		keyNS := placement.DefaultNamespace
 		for _, s := range []*v1.Secret{
-			{ObjectMeta: metav1.ObjectMeta{Name: "steal", Namespace: "kube-system", Annotations: map[string]string{v1.ServiceAccountNameKey: "default"}}, Type: v1.SecretTypeServiceAccountToken},
-			{ObjectMeta: metav1.ObjectMeta{Name: hivesched.PlacementKeySecret, Namespace: "kube-system", Annotations: map[string]string{v1.ServiceAccountNameKey: "default"}}, Type: v1.SecretTypeServiceAccountToken},
-			{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: "kube-system"}, Type: v1.SecretTypeOpaque},
+			{ObjectMeta: metav1.ObjectMeta{Name: "steal", Namespace: keyNS, Annotations: map[string]string{v1.ServiceAccountNameKey: "default"}}, Type: v1.SecretTypeServiceAccountToken},
+			{ObjectMeta: metav1.ObjectMeta{Name: hivesched.PlacementKeySecret, Namespace: keyNS, Annotations: map[string]string{v1.ServiceAccountNameKey: "default"}}, Type: v1.SecretTypeServiceAccountToken},
+			{ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: keyNS}, Type: v1.SecretTypeOpaque},
 		} {
-			_, err := sched.CoreV1().Secrets("kube-system").Create(t.Context(), s, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			_, err := sched.CoreV1().Secrets(keyNS).Create(t.Context(), s, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			requireForbidden(t, err, "the hivesched scheduler creates one Secret, its placement key hivesched-placement-key, of type Opaque")
 		}
-		key := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hivesched.PlacementKeySecret, Namespace: "kube-system"}, Type: v1.SecretTypeOpaque, Data: map[string][]byte{"key": make([]byte, 32)}}
-		_, err = sched.CoreV1().Secrets("kube-system").Create(t.Context(), key, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		key := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hivesched.PlacementKeySecret, Namespace: keyNS}, Type: v1.SecretTypeOpaque, Data: map[string][]byte{"key": make([]byte, 32)}}
+		_, err = sched.CoreV1().Secrets(keyNS).Create(t.Context(), key, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		require.True(t, err == nil || apierrors.IsAlreadyExists(err), "the scheduler creates its key: %v", err)
+		// RBAC gives it nothing in kube-system (issue 28, 8).
+		key.Namespace = "kube-system"
+		_, err = sched.CoreV1().Secrets("kube-system").Create(t.Context(), key, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		require.True(t, apierrors.IsForbidden(err), "no Secret of the scheduler's in kube-system: %v", err)
 	})
 
 	t.Run("a node cannot lift its own quarantine (issue 28, 4)", func(t *testing.T) {
@@ -347,20 +353,52 @@ func TestAdmissionPolicy(t *testing.T) {
 	})
 
 	t.Run("only a cluster admin or the scheduler may replace the placement key", func(t *testing.T) {
-		// Someone with write access to Secrets in kube-system, but not the scheduler.
-		c.grant(t, "kube-system", "ops", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}})
+		// Someone with write access to Secrets in the scheduler's
+		// namespace (where the key lives: issue 28, 8), but not the
+		// scheduler.
+		keyNS := placement.DefaultNamespace
+		c.grant(t, keyNS, "ops", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}})
 		ops := c.as(t, "ops")
-		err := ops.CoreV1().Secrets("kube-system").Delete(t.Context(), hivesched.PlacementKeySecret, metav1.DeleteOptions{})
+		err := ops.CoreV1().Secrets(keyNS).Delete(t.Context(), hivesched.PlacementKeySecret, metav1.DeleteOptions{})
 		requireForbidden(t, err, "Secret hivesched-placement-key signs the hivesched scheduler's placement records")
-		s, err := c.kube.CoreV1().Secrets("kube-system").Get(t.Context(), hivesched.PlacementKeySecret, metav1.GetOptions{})
+		s, err := c.kube.CoreV1().Secrets(keyNS).Get(t.Context(), hivesched.PlacementKeySecret, metav1.GetOptions{})
 		require.NoError(t, err)
 		s.Data["key"] = []byte(strings.Repeat("x", 32))
-		_, err = ops.CoreV1().Secrets("kube-system").Update(t.Context(), s, metav1.UpdateOptions{})
+		_, err = ops.CoreV1().Secrets(keyNS).Update(t.Context(), s, metav1.UpdateOptions{})
 		requireForbidden(t, err, "only a cluster admin may rotate it")
-		// deletecollection's admission request names no Secret (issue 28, 8).
-		err = ops.CoreV1().Secrets("kube-system").DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{})
-		requireForbidden(t, err, "delete Secrets there by name")
-		_, err = c.kube.CoreV1().Secrets("kube-system").Get(t.Context(), hivesched.PlacementKeySecret, metav1.GetOptions{})
+		// deletecollection's admission request names no Secret (issue 28,
+		// 8): refused in the namespace labelled as the scheduler's.
+		err = ops.CoreV1().Secrets(keyNS).DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{})
+		requireForbidden(t, err, "a bulk delete of Secrets in namespace "+keyNS+" would delete hivesched-placement-key")
+		_, err = c.kube.CoreV1().Secrets(keyNS).Get(t.Context(), hivesched.PlacementKeySecret, metav1.GetOptions{})
 		require.NoError(t, err, "the key is still there")
+
+		// Elsewhere a bulk delete is anyone's who may delete: the policy
+		// names no namespace, the label does.
+		c.createNamespace(t, "adm-other")
+		c.grant(t, "adm-other", "ops", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}})
+		_, err = c.kube.CoreV1().Secrets("adm-other").Create(t.Context(), &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, ops.CoreV1().Secrets("adm-other").DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{}))
+
+		// A scheduler namespace being deleted: what is in it goes (the
+		// namespace controller deletes Secrets in bulk, then by name).
+		_, err = c.kube.CoreV1().Namespaces().Create(t.Context(), &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "adm-sched2",
+			Labels: map[string]string{"hivesched.io/scheduler-namespace": "true"}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		c.grant(t, "adm-sched2", "ops", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"*"}})
+		for _, name := range []string{hivesched.PlacementKeySecret, "other"} {
+			_, err = c.kube.CoreV1().Secrets("adm-sched2").Create(t.Context(), &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Data: map[string][]byte{"key": make([]byte, 32)}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		err = ops.CoreV1().Secrets("adm-sched2").DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{})
+		requireForbidden(t, err, "a bulk delete of Secrets in namespace adm-sched2")
+		require.NoError(t, c.kube.CoreV1().Namespaces().Delete(t.Context(), "adm-sched2", metav1.DeleteOptions{}))
+		// No namespace controller here: it stays Terminating; delete as it would.
+		require.NoError(t, ops.CoreV1().Secrets("adm-sched2").DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{}))
+		left, err := c.kube.CoreV1().Secrets("adm-sched2").List(t.Context(), metav1.ListOptions{})
+		require.NoError(t, err)
+		require.Empty(t, left.Items)
 	})
 }

@@ -116,6 +116,50 @@ func TestForeignPods(t *testing.T) {
 	c.waitEvent(t, f2, "ForeignDevicesCounted", 30*time.Second)
 }
 
+// TestPodsNamingDevicesWithoutRequesting (issue 28, finding 3): a pod
+// hivesched did not place that requests no GPU but carries the annotations
+// that name a pod's devices (as the samples hand them to containers) runs
+// on those devices: exactly they are counted as taken (never placed on,
+// the VC's status names the pod), it hears so in a Warning, and they are
+// free again when it goes.
+func TestPodsNamingDevicesWithoutRequesting(t *testing.T) {
+	c := startCluster(t)
+	const ns = "nd"
+	c.createNodes(t, ns, 1, 1, 0)
+	c.createNamespace(t, ns)
+	c.createVC(t, "nd-a", []string{ns}, "V100-NODE", 1)
+	c.startScheduler(t, physicalCluster(ns, 1, 1, 0))
+
+	// Created with spec.nodeName and the devices hivesched writes at bind
+	// (an identity the admission policy exempts could), requesting none;
+	// an entry that is no device of the node names nothing.
+	r := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "r", Namespace: ns, Annotations: map[string]string{
+		hivesched.AnnotationLeafCellIndices: "4,5", hivesched.HivedIsolationAnnotation: "5,6,7,99"}},
+		Spec: v1.PodSpec{NodeName: "nd-r0-n0", Containers: []v1.Container{{Name: "main", Image: "busybox"}}}}
+	c.createPods(t, []*v1.Pod{r})
+	c.waitEvent(t, r, "ForeignDevicesCounted: hivesched did not place this pod, which requests no nvidia.com/gpu but names devices 4,5,6,7 of node nd-r0-n0", 30*time.Second)
+	st := c.waitVCStatus(t, "nd-a", func(st hv1.VirtualClusterStatus) bool { return st.ForeignLeafCells == 4 })
+	require.Contains(t, cellsLost(st).Message, "4 held by pods hivesched did not place (nd/r on nd-r0-n0)")
+
+	// Half of the node fits, on the devices the pod does not name; the
+	// other half is taken, even for an opportunistic job.
+	a4 := gangPods(ns, "a4", "nd-a", 0, 1, 4)
+	c.createPods(t, a4)
+	c.waitBound(t, a4, 30*time.Second)
+	require.Equal(t, "0,1,2,3", c.getPod(t, a4[0]).Annotations[hivesched.AnnotationLeafCellIndices])
+	o4 := gangPods(ns, "o4", "nd-a", -1, 1, 4)
+	c.createPods(t, o4)
+	c.requireUnbound(t, o4, 2*time.Second)
+
+	// The pod goes: its devices are free again.
+	c.deletePods(t, append(o4, r))
+	c.waitVCStatus(t, "nd-a", func(st hv1.VirtualClusterStatus) bool { return st.ForeignLeafCells == 0 })
+	b4 := gangPods(ns, "b4", "nd-a", 0, 1, 4)
+	c.createPods(t, b4)
+	c.waitBound(t, b4, 30*time.Second)
+	require.Equal(t, "4,5,6,7", c.getPod(t, b4[0]).Annotations[hivesched.AnnotationLeafCellIndices])
+}
+
 // setNode changes a node's annotation and its allocatable GPUs.
 func (c *cluster) setNodeDevices(t *testing.T, name, annotation string, allocatable int64) {
 	var ann any

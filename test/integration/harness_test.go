@@ -78,6 +78,8 @@ func startCluster(t *testing.T, extraFlags ...string) *cluster {
 	c.vc = versioned.NewForConfigOrDie(jc)
 	c.kubeconfig = writeKubeconfig(t, c.cfg)
 	c.installCRD()
+	// The scheduler's namespace (its placement key), as installed.
+	c.applyManifest(t, "manifests/scheduler/namespace.yaml")
 	go c.kubeletStandIn(t.Context())
 	return c
 }
@@ -627,6 +629,12 @@ func (c *cluster) applyManifest(t *testing.T, path string) {
 			require.NoError(t, do(), "%s: %v %v", path, obj["kind"], obj["metadata"])
 		}
 		switch obj["kind"] {
+		case "Namespace":
+			var o v1.Namespace
+			create(&o, func() error {
+				_, err := c.kube.CoreV1().Namespaces().Create(ctx, &o, metav1.CreateOptions{})
+				return err
+			})
 		case "ConfigMap":
 			var o v1.ConfigMap
 			create(&o, func() error {

@@ -207,33 +207,36 @@ func TestInspectAccess(t *testing.T) {
 		}
 		// The shipped Service and reader Role; the Service then points at
 		// this process (no kubelet, no pod IP: an EndpointSlice by hand).
+		// In the scheduler's namespace, which kubectl hivesched asks by
+		// default.
+		const schedNS = "hivesched-system"
 		c.applyManifest(t, "manifests/inspect/service-proxy.yaml")
-		svc, err := c.kube.CoreV1().Services("kube-system").Get(t.Context(), "hivesched-inspect", metav1.GetOptions{})
+		svc, err := c.kube.CoreV1().Services(schedNS).Get(t.Context(), "hivesched-inspect", metav1.GetOptions{})
 		require.NoError(t, err)
 		svc.Spec.Selector = nil
 		svc.Spec.Ports[0].TargetPort = intstr.FromInt32(int32(port))
-		_, err = c.kube.CoreV1().Services("kube-system").Update(t.Context(), svc, metav1.UpdateOptions{})
+		_, err = c.kube.CoreV1().Services(schedNS).Update(t.Context(), svc, metav1.UpdateOptions{})
 		require.NoError(t, err)
 		// The API server proxies only to a pod's IP: a pod standing for the
 		// scheduler's, with this machine's address.
-		pod, err := c.kube.CoreV1().Pods("kube-system").Create(t.Context(), &v1.Pod{
+		pod, err := c.kube.CoreV1().Pods(schedNS).Create(t.Context(), &v1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "hivesched-scheduler-standin", Labels: map[string]string{"app": "hivesched-scheduler"}},
 			Spec:       v1.PodSpec{NodeName: "acc-r0-n0", Containers: []v1.Container{{Name: "c", Image: "none"}}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		pod.Status.PodIP, pod.Status.PodIPs = host, []v1.PodIP{{IP: host}}
-		_, err = c.kube.CoreV1().Pods("kube-system").UpdateStatus(t.Context(), pod, metav1.UpdateOptions{})
+		_, err = c.kube.CoreV1().Pods(schedNS).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{})
 		require.NoError(t, err)
-		_, err = c.kube.DiscoveryV1().EndpointSlices("kube-system").Create(t.Context(), &discoveryv1.EndpointSlice{
+		_, err = c.kube.DiscoveryV1().EndpointSlices(schedNS).Create(t.Context(), &discoveryv1.EndpointSlice{
 			ObjectMeta:  metav1.ObjectMeta{Name: "hivesched-inspect-test", Labels: map[string]string{discoveryv1.LabelServiceName: "hivesched-inspect"}},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{host}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
-				TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: "kube-system", Name: pod.Name}}},
+				TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: schedNS, Name: pod.Name}}},
 			Ports: []discoveryv1.EndpointPort{{Name: ptr.To("inspect"), Port: ptr.To(int32(port)), Protocol: ptr.To(v1.ProtocolTCP)}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		c.bindRole(t, "kube-system", "Role", "hivesched-inspect-reader", "team-a", "alice")
-		c.bindRole(t, "kube-system", "Role", "hivesched-inspect-reader", "kube-system", "ops")
+		c.bindRole(t, schedNS, "Role", "hivesched-inspect-reader", "team-a", "alice")
+		c.bindRole(t, schedNS, "Role", "hivesched-inspect-reader", "kube-system", "ops")
 
 		var out string
 		require.Eventually(t, func() bool {

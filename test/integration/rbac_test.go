@@ -16,16 +16,17 @@ import (
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	iv1 "github.com/hivesched/hivesched/apis/inspect/v1"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
 )
 
-const schedulerSA = "system:serviceaccount:kube-system:hivesched-scheduler"
+const schedulerSA = "system:serviceaccount:hivesched-system:hivesched-scheduler"
 
 // asScheduler is the rest config of the scheduler's service account
 // (impersonated by the admin: the test server has no token controller).
 func (c *cluster) asScheduler() *rest.Config {
 	cfg := rest.CopyConfig(c.cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: schedulerSA,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:hivesched-system", "system:authenticated"}}
 	return cfg
 }
 
@@ -43,9 +44,12 @@ func TestSchedulerUnderShippedRBAC(t *testing.T) {
 	inspectAddr := freeAddr(t)
 	c.startScheduler(t, physicalCluster("rbac", 1, 2, 0), withKubeconfig(writeKubeconfig(t, c.asScheduler())), withInspect(inspectAddr))
 
-	// The key was created by the scheduler's identity at start.
-	_, err := c.kube.CoreV1().Secrets("kube-system").Get(t.Context(), hivesched.PlacementKeySecret, metav1.GetOptions{})
+	// The key was created by the scheduler's identity at start, in its
+	// own namespace (issue 28, finding 8), not in kube-system.
+	_, err := c.kube.CoreV1().Secrets(placement.DefaultNamespace).Get(t.Context(), hivesched.PlacementKeySecret, metav1.GetOptions{})
 	require.NoError(t, err)
+	_, err = c.kube.CoreV1().Secrets("kube-system").Get(t.Context(), hivesched.PlacementKeySecret, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "no key in kube-system: %v", err)
 
 	low := gangPods("rbac", "low", "rbac-vc", 1, 1, 8)
 	low[0].Annotations[hivesched.AnnotationLazyPreemption] = "true"
@@ -84,9 +88,11 @@ func TestSchedulerUnderShippedRBAC(t *testing.T) {
 	require.NoError(t, err)
 	_, err = leases.Get(t.Context(), "someone-else", metav1.GetOptions{})
 	require.True(t, apierrors.IsForbidden(err), "another lease is not the scheduler's: %v", err)
-	// Nor other Secrets.
-	_, err = sa.CoreV1().Secrets("kube-system").List(t.Context(), metav1.ListOptions{})
+	// Nor other Secrets, nor any Secret in kube-system.
+	_, err = sa.CoreV1().Secrets(placement.DefaultNamespace).List(t.Context(), metav1.ListOptions{})
 	require.True(t, apierrors.IsForbidden(err), "the scheduler lists no Secrets: %v", err)
+	_, err = sa.CoreV1().Secrets("kube-system").Get(t.Context(), hivesched.PlacementKeySecret, metav1.GetOptions{})
+	require.True(t, apierrors.IsForbidden(err), "the scheduler reads no Secret in kube-system: %v", err)
 
 	// The inspect API reviews its callers with the scheduler's identity
 	// (TokenReview, SubjectAccessReview: granted by system:kube-scheduler).

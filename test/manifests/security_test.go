@@ -17,6 +17,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
 )
 
 // documents reads every YAML document of a manifest file.
@@ -69,6 +70,52 @@ func TestSchedulerDeployment(t *testing.T) {
 	}
 	require.Equal(t, "metadata.namespace", env["POD_NAMESPACE"], "the placement key's namespace is the scheduler's")
 }
+
+// TestSchedulerNamespace (issue 28, finding 8): the scheduler, its key and
+// its inspect Service live in its own namespace, not kube-system: the one
+// the code defaults to, which namespace.yaml creates with the label the key
+// policy reads; the leader lease alone stays where the configurations put
+// it.
+func TestSchedulerNamespace(t *testing.T) {
+	ns := documents(t, "manifests", "scheduler", "namespace.yaml")
+	require.Len(t, ns, 1)
+	var n corev1.Namespace
+	require.NoError(t, sigsyaml.UnmarshalStrict(ns[0], &n))
+	require.Equal(t, placement.DefaultNamespace, n.Name)
+	require.NotEqual(t, "kube-system", n.Name)
+	require.Equal(t, "true", n.Labels[schedulerNamespaceLabel], "the key policy's bulk-delete refusal reads it")
+
+	var d appsv1.Deployment
+	require.NoError(t, sigsyaml.UnmarshalStrict(documents(t, "manifests", "scheduler", "deployment.yaml")[0], &d))
+	require.Equal(t, n.Name, d.Namespace, "the key's namespace is the Deployment's (POD_NAMESPACE)")
+	for _, doc := range documents(t, "manifests", "inspect", "service-proxy.yaml") {
+		var meta struct {
+			Kind     string
+			Metadata struct{ Namespace string }
+		}
+		require.NoError(t, sigsyaml.Unmarshal(doc, &meta))
+		require.Equal(t, n.Name, meta.Metadata.Namespace, "%s: beside the scheduler's pods", meta.Kind)
+	}
+
+	var keyPolicy admissionv1.ValidatingAdmissionPolicy
+	for _, doc := range documents(t, "manifests", "admission", "scheduler-secret-policy.yaml") {
+		if kindOf(t, doc) == "ValidatingAdmissionPolicy" {
+			var p admissionv1.ValidatingAdmissionPolicy
+			require.NoError(t, sigsyaml.UnmarshalStrict(doc, &p))
+			if p.Name == "hivesched-placement-key" {
+				keyPolicy = p
+			}
+		}
+	}
+	raw, err := sigsyaml.Marshal(keyPolicy.Spec)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), "kube-system", "the policy names no namespace")
+	require.NotContains(t, string(raw), n.Name, "the policy names no namespace: the label says which")
+	require.Contains(t, string(raw), schedulerNamespaceLabel)
+}
+
+// schedulerNamespaceLabel marks the namespace that holds the placement key.
+const schedulerNamespaceLabel = "hivesched.io/scheduler-namespace"
 
 // access is one permission: verb on group/resource, limited to a name ("" any).
 type access struct{ group, resource, verb, name string }
@@ -165,7 +212,9 @@ func allows(rules []rbacv1.PolicyRule, a access) bool {
 // no wildcard, no verb the code does not use, leases and the key by name.
 func TestSchedulerRBAC(t *testing.T) {
 	var clusterRules, nsRules []rbacv1.PolicyRule
+	rulesIn := map[string][]rbacv1.PolicyRule{} // by the Role's namespace
 	boundClusterRoles := map[string]bool{}
+	sa := rbacv1.Subject{Kind: "ServiceAccount", Name: "hivesched-scheduler", Namespace: placement.DefaultNamespace}
 	for _, doc := range documents(t, "manifests", "scheduler", "rbac.yaml") {
 		switch kindOf(t, doc) {
 		case "ClusterRole":
@@ -175,18 +224,23 @@ func TestSchedulerRBAC(t *testing.T) {
 		case "Role":
 			var r rbacv1.Role
 			require.NoError(t, sigsyaml.UnmarshalStrict(doc, &r))
-			require.Equal(t, "kube-system", r.Namespace)
+			require.Contains(t, []string{"kube-system", placement.DefaultNamespace}, r.Namespace)
 			nsRules = append(nsRules, r.Rules...)
+			rulesIn[r.Namespace] = append(rulesIn[r.Namespace], r.Rules...)
 		case "ClusterRoleBinding":
 			var b rbacv1.ClusterRoleBinding
 			require.NoError(t, sigsyaml.UnmarshalStrict(doc, &b))
-			require.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "hivesched-scheduler", Namespace: "kube-system"}}, b.Subjects)
+			require.Equal(t, []rbacv1.Subject{sa}, b.Subjects)
 			boundClusterRoles[b.RoleRef.Name] = true
 		case "RoleBinding":
 			var b rbacv1.RoleBinding
 			require.NoError(t, sigsyaml.UnmarshalStrict(doc, &b))
-			require.Equal(t, "kube-system", b.Namespace)
+			require.Contains(t, []string{"kube-system", placement.DefaultNamespace}, b.Namespace)
+			require.Equal(t, []rbacv1.Subject{sa}, b.Subjects)
 		case "ServiceAccount":
+			var a corev1.ServiceAccount
+			require.NoError(t, sigsyaml.UnmarshalStrict(doc, &a))
+			require.Equal(t, placement.DefaultNamespace, a.Namespace)
 		default:
 			t.Fatalf("unexpected kind in rbac.yaml: %s", kindOf(t, doc))
 		}
@@ -194,6 +248,12 @@ func TestSchedulerRBAC(t *testing.T) {
 	require.True(t, boundClusterRoles["system:kube-scheduler"])
 	require.True(t, boundClusterRoles["system:volume-scheduler"])
 	require.True(t, boundClusterRoles["hivesched-scheduler"])
+	// The key is read and created in the scheduler's namespace only
+	// (issue 28, 8); in kube-system, only the leader lease.
+	require.True(t, allows(rulesIn[placement.DefaultNamespace], access{"", "secrets", "get", hivesched.PlacementKeySecret}))
+	for _, r := range rulesIn["kube-system"] {
+		require.Equal(t, []string{"leases"}, r.Resources, "only the lease in kube-system")
+	}
 
 	for _, need := range codeNeeds {
 		ok := slices.Contains(inherited, need) || allows(clusterRules, need) ||

@@ -25,7 +25,7 @@ func NewCommand(out, errOut io.Writer) *cobra.Command {
 		Long: `kubectl hivesched reads the hivesched scheduler's read-only inspect API
 (docs/inspect.md): through the API server's service proxy with your
 kubeconfig (manifests/inspect/service-proxy.yaml), or directly with
---inspect-url (for example after kubectl -n kube-system port-forward
+--inspect-url (for example after kubectl -n hivesched-system port-forward
 deploy/hivesched-scheduler 10262:10262), or from a saved answer with
 --from-file. The API authenticates you by your kubeconfig's bearer token
 (or --token) and shows what RBAC lets you see (docs/inspect.md).
@@ -38,7 +38,7 @@ deploy/hivesched-scheduler 10262:10262), or from a saved answer with
 	o.kube.AddFlags(pf)
 	pf.StringVar(&o.inspectURL, "inspect-url", "", "read the inspect API at this URL (http://127.0.0.1:10262) instead of through the API server")
 	pf.StringVar(&o.fromFile, "from-file", "", "read a saved answer of the inspect API (JSON) instead of asking the scheduler")
-	pf.StringVar(&o.namespace, "scheduler-namespace", "kube-system", "namespace of the scheduler's inspect Service")
+	pf.StringVar(&o.namespace, "scheduler-namespace", "hivesched-system", "namespace of the scheduler's inspect Service")
 	pf.StringVar(&o.service, "scheduler-service", "hivesched-inspect", "name of the scheduler's inspect Service")
 	pf.IntVar(&o.port, "scheduler-port", 10262, "port of the scheduler's inspect Service")
 	pf.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the answer")

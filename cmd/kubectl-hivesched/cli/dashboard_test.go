@@ -179,7 +179,7 @@ func TestTokenCopier(t *testing.T) {
 		got = r.Header.Clone()
 		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 	})}
-	req, _ := http.NewRequest(http.MethodGet, "https://api.example/api/v1/namespaces/kube-system/services/http:hivesched-inspect:10262/proxy/v1/inspect/cells", nil)
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example/api/v1/namespaces/hivesched-system/services/http:hivesched-inspect:10262/proxy/v1/inspect/cells", nil)
 	req.Header.Set("Authorization", "Bearer abc")
 	_, err := rt.RoundTrip(req)
 	require.NoError(t, err)

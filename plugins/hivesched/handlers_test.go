@@ -1,0 +1,104 @@
+package hivesched
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/hivesched/hivesched/plugins/groupindex"
+	"github.com/hivesched/hivesched/plugins/podrequest"
+)
+
+// podsHandle is the part of the framework's handle the informers' handlers
+// use: the pod lister and Activate.
+type podsHandle struct {
+	fwk.Handle
+	f         informers.SharedInformerFactory
+	activated []string
+}
+
+func (h *podsHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.f }
+
+func (h *podsHandle) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	for k := range pods {
+		h.activated = append(h.activated, k)
+	}
+}
+
+// TestGroupObjectStatusWritesReadNothing (issue 28, finding 1): a pod whose
+// request was refused is read again when the object that describes its
+// group appears or changes what the request is read from (spec, labels,
+// annotations), not at each of the object's status writes or resyncs,
+// which kube-scheduler and hivesched itself make often.
+func TestGroupObjectStatusWritesReadNothing(t *testing.T) {
+	h := &podsHandle{f: informers.NewSharedInformerFactory(fake.NewClientset(), 0)}
+	reads := 0
+	p := &HiveSched{handle: h, resource: "nvidia.com/gpu", groups: groupindex.New("nvidia.com/gpu")}
+	// PodGroups not served (no lister): a pod of one is refused. The
+	// claim look-up, which every read makes first, counts the reads.
+	p.groups.SetResolver(podrequest.NewResolver("nvidia.com/gpu", podrequest.Lookups{
+		PodGroups: func() pglisters.PodGroupLister { return nil },
+		Claims:    func(*v1.Pod) (int64, bool, error) { reads++; return 0, false, nil }}))
+	pod := waitingPods(1)[0]
+	pod.Labels[podrequest.LabelPodGroup] = "pg"
+	pod.ResourceVersion = "1"
+	require.NoError(t, h.f.Core().V1().Pods().Informer().GetIndexer().Add(pod))
+	_, err := p.groups.Request(pod)
+	require.Error(t, err, "refused")
+	require.Equal(t, 1, reads)
+
+	logger := klog.Background()
+	on := handleGroupObject(logger, p.onPodGroup)
+	pg := &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: "ns", UID: "pg", Generation: 1, ResourceVersion: "10"},
+		Spec: pgv1alpha1.PodGroupSpec{MinMember: 1}}
+	on.OnAdd(pg, false)
+	require.Equal(t, 2, reads, "the PodGroup appeared: its pods are read again")
+	require.Equal(t, []string{"ns/w0"}, h.activated)
+
+	status := pg.DeepCopy()
+	status.ResourceVersion = "11"
+	status.Status.Phase = pgv1alpha1.PodGroupPending
+	on.OnUpdate(pg, status)
+	on.OnUpdate(status, status) // a resync
+	require.Equal(t, 2, reads, "a status write or a resync reads nothing")
+	require.Len(t, h.activated, 1)
+
+	for _, change := range []func(*pgv1alpha1.PodGroup){
+		func(o *pgv1alpha1.PodGroup) { o.Generation++; o.Spec.MinMember = 2 },
+		func(o *pgv1alpha1.PodGroup) { o.Labels = map[string]string{podrequest.LabelVirtualCluster: "vc1"} },
+		func(o *pgv1alpha1.PodGroup) { o.Annotations = map[string]string{"a": "b"} },
+		func(o *pgv1alpha1.PodGroup) { now := metav1.Now(); o.DeletionTimestamp = &now },
+	} {
+		changed := status.DeepCopy()
+		change(changed)
+		before := reads
+		on.OnUpdate(status, changed)
+		require.Equal(t, before+1, reads, "what the request is read from changed: read again")
+	}
+	on.OnDelete(pg)
+	require.Equal(t, 6, reads, "a deletion reads nothing")
+}
+
+// The Workload API's pod groups keep no generation: their specs are
+// compared.
+func TestRequestInputsChangedWithoutGeneration(t *testing.T) {
+	pg := &schedv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: "ns", UID: "pg", ResourceVersion: "1"}}
+	status := pg.DeepCopy()
+	status.ResourceVersion = "2"
+	status.Status.Conditions = []metav1.Condition{{Type: "PodGroupScheduled", Status: metav1.ConditionTrue}}
+	require.False(t, requestInputsChanged(pg, status), "a status write")
+	spec := status.DeepCopy()
+	spec.Spec.ParentCompositePodGroupName = ptr.To("c")
+	require.True(t, requestInputsChanged(status, spec), "its spec changed")
+	require.True(t, requestInputsChanged(&v1.Pod{}, &v1.Pod{}), "another kind without a generation counts as changed")
+}
