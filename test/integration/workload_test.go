@@ -409,3 +409,51 @@ func TestWorkloadTopology(t *testing.T) {
 		c.usedIs(t, "tp-vc", 0)
 	})
 }
+
+// TestWorkloadUnknownPodGroup (issue 23, bad input): a pod that names a
+// Workload API PodGroup that does not exist is kept aside by the
+// scheduler's queue (no cycle, no FailedScheduling event): hivesched tells
+// it so with an event, holds no cells for it, and it is scheduled once the
+// PodGroup is created.
+func TestWorkloadUnknownPodGroup(t *testing.T) {
+	c := startWorkloadCluster(t)
+	c.createNodes(t, "up", 1, 1, 0)
+	c.createNamespace(t, "up")
+	c.createVC(t, "up-vc", []string{"up"}, "V100-NODE", 1)
+	addr := freeAddr(t)
+	c.startScheduler(t, physicalCluster("up", 1, 1, 0), withInspect(addr))
+
+	pods := workloadPods("up", "later", "", 2, 4)
+	c.createPods(t, pods)
+	for _, p := range pods {
+		c.waitEvent(t, p, `InvalidSchedulingSpec: pod names pod group "later" (spec.schedulingGroup.podGroupName, a PodGroup of the pod's own namespace), which does not exist in namespace "up" yet`, 30*time.Second)
+	}
+	c.requireUnbound(t, pods, time.Second)
+	v, err := c.readCore(t.Context(), addr, "up/later", "up-vc")
+	require.NoError(t, err)
+	require.Equal(t, coreView{}, v, "the core knows no group and holds no cells")
+	evs, err := c.kube.EventsV1().Events("up").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	n := 0
+	for _, e := range evs.Items {
+		if e.Regarding.Name == pods[0].Name && strings.Contains(e.Note, `pod group "later"`) {
+			n++
+			require.Nil(t, e.Series, "told once, not once per update of the pod")
+		}
+	}
+	require.Equal(t, 1, n, "one event: %v", c.events(t, pods[0]))
+
+	c.createPodGroup(t, "up", "later", 2, map[string]string{hivesched.LabelVirtualCluster: "up-vc"})
+	c.waitBound(t, pods, 60*time.Second)
+	require.Equal(t, 2, c.requireCoreAgrees(t, addr, "up"))
+
+	t.Run("a PodGroup that exists: no such event", func(t *testing.T) {
+		c.createPodGroup(t, "up", "now", 1, map[string]string{hivesched.LabelVirtualCluster: "up-vc"})
+		now := workloadPods("up", "now", "", 1, 8)
+		c.createPods(t, now)
+		c.failedScheduling(t, now[0], `affinity group "up/now"`, 30*time.Second) // the VC is full: it waits
+		for _, e := range c.events(t, now[0]) {
+			require.NotContains(t, e, "does not exist")
+		}
+	})
+}
