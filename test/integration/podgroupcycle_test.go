@@ -246,6 +246,18 @@ func (o *cycleEnds) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 
 func (o *cycleEnds) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
+// EventsToRegister: none. It rejects no pod, so no event should requeue
+// one for it.
+func (o *cycleEnds) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{}, nil
+}
+
+// SignPod signs every pod with nothing of its own: the profile keeps
+// opportunistic batching as it has it without the observer.
+func (o *cycleEnds) SignPod(context.Context, *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return nil, nil
+}
+
 // withCycleEnds runs the observer's PreFilter before HiveSched's.
 func withCycleEnds(o *cycleEnds) profileOption {
 	return func(profile map[string]any) {
@@ -346,6 +358,13 @@ func TestPodGroupCycleNoFit(t *testing.T) {
 	addr := freeAddr(t)
 	ends := newCycleEnds(c, addr, "", "nf-vc")
 	c.startScheduler(t, physicalCluster("nf", 1, 4, 0), withInspect(addr), withCycleEnds(ends))
+	// Wait until the scheduler is up (its core knows the VC) before the
+	// PodGroup and its pods exist. Created while it started, one of big's
+	// five pods was left out of the scheduler queue's pod-group entity in 4
+	// of about 45 runs (every cycle then said "minCount (5) cannot be
+	// satisfied: 0 scheduled, 4 remaining"); not seen once it is up (0 of
+	// 14). Not explained yet: a start-up race of its own, not this test's.
+	c.coreUsedIs(t, addr, "nf-vc", 0)
 	vcLabel := map[string]string{hivesched.LabelVirtualCluster: "nf-vc"}
 
 	t.Run("larger than its VC", func(t *testing.T) {
@@ -443,6 +462,11 @@ type filterFault struct{ on atomic.Bool }
 const filterFaultLabel = "test.hivesched.io/filter-error"
 
 func (*filterFault) Name() string { return "FilterFault" }
+
+// EventsToRegister: none (as cycleEnds): an error is retried with backoff.
+func (*filterFault) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{}, nil
+}
 
 func (f *filterFault) Filter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeInfo) *fwk.Status {
 	if _, ok := pod.Labels[filterFaultLabel]; ok && f.on.Load() {
