@@ -9,6 +9,10 @@ import (
 // same slot again for the same key) and returns the pod's cells. A slot with
 // no cells (a member that was not running when the group was recovered) gets
 // cells now, next to the group's (extension x3).
+//
+// A pod with no slot of its size left is refused (SpecError: the group has
+// more pods than members); every other error is internal (the group is not
+// known, or not Allocated: the caller did not expect that state).
 func (k *Core) AssignPod(group, podKey string, leafCellNumber int32) (PodPlacement, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -50,7 +54,9 @@ func (k *Core) AssignPod(group, podKey string, leafCellNumber int32) (PodPlaceme
 		pp, _ := k.podPlacement(g, empty, g.slots[empty], nil)
 		return pp, nil
 	}
-	return PodPlacement{}, fmt.Errorf("affinity group %q has no free slot for a pod of %d leaf cells (its members: %v)", group, leafCellNumber, g.spec.Members)
+	// More pods of this size than the group's members: the user's
+	// (a PodGroup with more pods than minCount, an extra pod of a gang).
+	return PodPlacement{}, specError(fmt.Errorf("affinity group %q has no free slot for a pod of %d leaf cells (its members: %v)", group, leafCellNumber, g.spec.Members))
 }
 
 // fillSlot is extension x3: an Allocated group recovered with fewer pods than

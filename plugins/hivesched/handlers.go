@@ -160,11 +160,18 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		// Read the request here, outside every lock (the recovery gate's
 		// below, the queue's in the framework's callbacks, which only
 		// read what was read here).
-		if req, err := p.groups.Request(pod); err == nil && req != nil && pod.Spec.NodeName == "" {
+		req, err := p.groups.Request(pod)
+		if err == nil && req != nil && pod.Spec.NodeName == "" {
 			// A composite's request needs a pod of each of its pod
 			// groups: its other pods, read before this one came, wait.
 			p.compositeMemberRead(logger, pod)
 		}
+		if err != nil {
+			p.noteMissingPodGroup(logger, pod, err)
+		}
+	}
+	if deleted {
+		p.wl.noteMissing(pod.UID, false)
 	}
 	p.recovery.Hold(func(recovered bool) { p.podChanged(logger, pod, deleted, recovered) })
 	if !deleted && p.groups.Ungate(pod) {

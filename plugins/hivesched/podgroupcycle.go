@@ -36,11 +36,21 @@ import (
 // Reserve of a member confirms the hold: from then on the group is on the
 // path every gang takes (Permit waits for all members, a failure rolls the
 // whole group back). A hold that is not confirmed is released (AG x1, its
-// cells Free) when the cycle's group fails (PodGroupPostFilter), when any
-// later scheduling cycle starts (PreFilter of another cycle), or, for an
-// idle scheduler, after holdTimeout. Step 3's Reserve refuses a member whose
-// hold was released, so a late release can never bind cells the core no
-// longer holds.
+// cells Free) when the cycle ends without confirming it:
+//
+//   - Unschedulable: in PodGroupPostFilter, which the framework runs only
+//     for that status;
+//   - any outcome (Error and UnschedulableAndUnresolvable too): when the
+//     failed pods are requeued at the end of the cycle
+//     (AddAttemptedPodGroupIfNeeded runs the PreEnqueue plugins of every
+//     pod of the group; the queue keeps the group's pods out of every queue
+//     while its cycle runs, so a PreEnqueue of a member means no cycle of
+//     its group is running);
+//   - otherwise when any later scheduling cycle starts (PreFilter of any pod
+//     of the profile) or, for an idle scheduler, after holdTimeout.
+//
+// Step 3's Reserve refuses a member whose hold was released, so a release
+// can never bind cells the core no longer holds.
 
 // holdTimeout bounds how long a hold no cycle confirmed outlives its cycle
 // when no other scheduling cycle starts: far longer than any cycle.
@@ -88,7 +98,7 @@ func (h *groupHolds) add(group string, cycle fwk.PodGroupCycleState) {
 
 // take removes the group's hold and reports whether there was one.
 func (h *groupHolds) take(group string) bool {
-	if h.n.Load() == 0 {
+	if h == nil || h.n.Load() == 0 {
 		return false
 	}
 	h.mu.Lock()
@@ -159,6 +169,16 @@ func (p *HiveSched) releaseHolds(logger klog.Logger, groups []string, why string
 // a pod's own cycle): they ended, as only one scheduling cycle runs at a time.
 func (p *HiveSched) releaseOtherCycles(logger klog.Logger, cycle fwk.PodGroupCycleState) {
 	p.releaseHolds(logger, p.cycles.holds.takeIf(func(x groupHold) bool { return x.cycle != cycle }), "a later scheduling cycle started")
+}
+
+// releaseEndedCycle is PreEnqueue's part: the pod's group is requeued, so
+// the cycle that holds it (if any) is over without confirming the hold (a
+// confirmed hold is taken by step 3's Reserve). Under the queue's lock: a
+// map lookup when nothing is held, one rollback in the core when it is.
+func (p *HiveSched) releaseEndedCycle(logger klog.Logger, group string) {
+	if p.cycles.holds.take(group) {
+		p.releaseHolds(logger, []string{group}, "its pod group cycle ended without binding it")
+	}
 }
 
 // releaseExpiredHolds releases holds older than holdTimeout (an idle

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -112,6 +113,8 @@ type workloadAPI struct {
 	// singleNoted: PodGroups (by UID) whose disruptionMode Single was
 	// answered with an event once.
 	singleNoted map[types.UID]bool
+	// missingNoted: pods (by UID) told that their PodGroup does not exist.
+	missingNoted map[types.UID]bool
 }
 
 // workloadGateOn: the scheduler runs with the Workload API.
@@ -135,7 +138,8 @@ func (p *HiveSched) startWorkloadInformers(logger klog.Logger) {
 			Workloads: f.Scheduling().V1beta1().Workloads().Lister(),
 			Pods:      f.Core().V1().Pods().Lister(),
 		},
-		singleNoted: map[types.UID]bool{},
+		singleNoted:  map[types.UID]bool{},
+		missingNoted: map[types.UID]bool{},
 	}
 	if utilfeature.DefaultFeatureGate.Enabled(features.CompositePodGroup) {
 		cInf := f.Scheduling().V1alpha3().CompositePodGroups()
@@ -202,6 +206,53 @@ func (p *HiveSched) onWorkloadPodGroup(logger klog.Logger, obj interface{}, dele
 	default:
 		p.rereadRefused(logger, pg.Namespace, func(pod *v1.Pod) bool { return podrequest.PodGroupName(pod) == pg.Name })
 	}
+}
+
+// noteMissingPodGroup tells a pod of this profile, once, that the Workload
+// API PodGroup it names does not exist (err is its read's refusal): the
+// scheduler's queue keeps such a pod aside until the PodGroup appears, so
+// no scheduling cycle, and no FailedScheduling event, ever says why it
+// waits. The API server is asked first, in the background: the pod
+// informer can deliver a Job's pod before the PodGroup informer delivers
+// the PodGroup the Job controller created before it.
+func (p *HiveSched) noteMissingPodGroup(logger klog.Logger, pod *v1.Pod, err error) {
+	name, missing := podrequest.IsMissingPodGroup(err)
+	if !missing || p.wl == nil || pod.Spec.NodeName != "" || !p.ours(pod) || !p.wl.noteMissing(pod.UID, true) {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, getErr := p.handle.ClientSet().SchedulingV1beta1().PodGroups(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if !apierrors.IsNotFound(getErr) {
+			// It exists (the pod is read again when the informer
+			// delivers it), or the API server cannot tell: a later read
+			// may tell the pod.
+			p.wl.noteMissing(pod.UID, false)
+			logger.V(4).Info("pod's PodGroup not in the informer yet", "pod", klog.KObj(pod), "podGroup", name, "err", getErr)
+			return
+		}
+		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
+	}()
+}
+
+// noteMissing records (on) or forgets that the pod was told its PodGroup
+// is missing, and reports whether that changed anything.
+func (w *workloadAPI) noteMissing(pod types.UID, on bool) bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.missingNoted[pod] == on {
+		return false
+	}
+	if on {
+		w.missingNoted[pod] = true
+	} else {
+		delete(w.missingNoted, pod)
+	}
+	return true
 }
 
 // forget drops what was noted of a deleted PodGroup.

@@ -64,6 +64,10 @@ func readState(state fwk.CycleState) *cycleState {
 // PreFilter asks the core for the group's placement. The first member's call
 // decides for the whole group (AG e0 or e1); the others find their slot.
 func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	// Any cycle, a plain pod's too, ends the cycles before it: their
+	// unconfirmed holds go (podgroupcycle.go).
+	pgCycle := rootCycle(state.GetPodGroupSchedulingCycle())
+	p.releaseOtherCycles(klog.FromContext(ctx), pgCycle)
 	req, err := p.request(pod)
 	if err == nil && req != nil {
 		err = p.cellTypes.CheckLeafCellType(req.Group.LeafCellType)
@@ -79,8 +83,6 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	if err := p.ensureRecovered(ctx); err != nil {
 		return nil, fwk.AsStatus(fmt.Errorf("recovering allocations: %w", err))
 	}
-	pgCycle := rootCycle(state.GetPodGroupSchedulingCycle())
-	p.releaseOtherCycles(klog.FromContext(ctx), pgCycle)
 	name := req.Group.Name
 	if msg := p.ags.Ended(name, pod); msg != "" {
 		return reject(state, fwk.UnschedulableAndUnresolvable, msg)
@@ -141,11 +143,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	d, err := p.core.Schedule(req.Group)
 	metrics.PlacementDecided(start, d, err)
 	if err != nil && !cellcore.IsSpecError(err) {
-		// Not the user's mistake: logged, counted and retried with the
-		// framework's error backoff; the AffinityGroup is not refused.
-		metrics.InternalError("schedule")
-		klog.FromContext(ctx).Error(err, "cell core internal error", "group", name, "pod", klog.KObj(pod))
-		return nil, fwk.AsStatus(fmt.Errorf("scheduling affinity group %s: internal error, retried: %w", name, err))
+		return nil, internalError(ctx, "schedule", name, pod, err)
 	}
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
@@ -219,11 +217,26 @@ func (p *HiveSched) groupVC(group string) string {
 	return st.VirtualCluster
 }
 
+// internalError answers an error of the core that is not a refusal of the
+// user's request (cellcore.SpecError) but a state it did not expect: logged
+// with the group, counted (hivesched_internal_errors_total by operation) and
+// returned as an Error status, which the framework retries with its error
+// backoff. Nothing is written on the pod or its AffinityGroup: it is not the
+// user's mistake.
+func internalError(ctx context.Context, operation, group string, pod *v1.Pod, err error) *fwk.Status {
+	metrics.InternalError(operation)
+	klog.FromContext(ctx).Error(err, "cell core internal error", "operation", operation, "group", group, "pod", klog.KObj(pod))
+	return fwk.AsStatus(fmt.Errorf("affinity group %s: internal error, retried: %w", group, err))
+}
+
 // assign gives the pod its slot in its placed group and narrows the
 // candidate nodes to the slot's node.
 func (p *HiveSched) assign(ctx context.Context, state fwk.CycleState, pod *v1.Pod, req *podrequest.Request) (*fwk.PreFilterResult, *fwk.Status) {
 	pp, err := p.core.AssignPod(req.Group.Name, podrequest.PodKey(pod), req.LeafCellNumber)
-	if err != nil {
+	if err != nil && !cellcore.IsSpecError(err) {
+		return nil, internalError(ctx, "assign", req.Group.Name, pod, err)
+	}
+	if err != nil { // more pods than the group's members of that size
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
 	}

@@ -19,6 +19,8 @@ import (
 // It runs under the scheduling queue's lock, so it parses nothing: a pod
 // that may ask for cells waits until the pod informer's handler has read
 // its request (that handler sends it back to the queue); plain pods pass.
+// A pod requeued after its group's pod-group cycle releases what that
+// cycle held and did not bind.
 func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	if !podrequest.MayAsk(pod, p.resource) {
 		return nil
@@ -34,6 +36,9 @@ func (p *HiveSched) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	if err != nil || req == nil {
 		return nil // plain pods pass; bad specs are reported by PreFilter
 	}
+	// Requeued: a pod-group cycle that placed its group and did not bind
+	// it is over (podgroupcycle.go).
+	p.releaseEndedCycle(klog.FromContext(ctx), req.Group.Name)
 	// Count the pod itself: the scheduler's queue may see it before our
 	// informer handler does.
 	if _, complete := p.groups.Track(pod); complete {

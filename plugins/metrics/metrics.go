@@ -106,7 +106,8 @@ var (
 		Namespace: metricsNamespace,
 		Name:      "internal_errors_total",
 		Help: "Errors of the cell core that are not a refusal of the user's request (a state it did not expect), by " +
-			"operation: schedule. The group is retried with backoff; its AffinityGroup is not marked as refused.",
+			"operation: schedule (a group's decision), assign (a member's slot). The pod is retried with backoff; nothing is written on " +
+			"the pod or its AffinityGroup as the user's mistake.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"operation"})
 

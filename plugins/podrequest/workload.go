@@ -50,6 +50,28 @@ func (e *awaitingError) Error() string { return e.msg }
 // exist (msg says which), not for a fix of the pod: IsAwaiting is true.
 func Awaiting(msg string) error { return &awaitingError{msg} }
 
+// MissingPodGroupError: the pod names (spec.schedulingGroup.podGroupName)
+// a Workload API PodGroup that does not exist in its namespace. The
+// scheduler's queue keeps such a pod aside, so no scheduling cycle (and no
+// FailedScheduling event) ever says why it waits: the plugin tells the pod
+// once (IsMissingPodGroup).
+type MissingPodGroupError struct {
+	PodGroup string // its name, in the pod's namespace
+	msg      string
+}
+
+func (e *MissingPodGroupError) Error() string { return e.msg }
+
+// IsMissingPodGroup reports whether err says the pod's Workload API
+// PodGroup does not exist, and returns its name.
+func IsMissingPodGroup(err error) (string, bool) {
+	var m *MissingPodGroupError
+	if errors.As(err, &m) {
+		return m.PodGroup, true
+	}
+	return "", false
+}
+
 // IsAwaiting reports whether err says the request waits for other objects
 // to exist, not for a fix of the pod: a read that is not to be kept, so
 // that the next one sees them.
@@ -88,7 +110,9 @@ func (r *Resolver) fromWorkload(pod *v1.Pod) (*Request, error, bool) {
 	}
 	if err != nil {
 		if leaves > 0 {
-			return nil, fmt.Errorf("pod names pod group %q (spec.schedulingGroup.podGroupName), which does not exist in namespace %q yet: it waits for it", name, pod.Namespace), true
+			return nil, &MissingPodGroupError{PodGroup: name, msg: fmt.Sprintf(
+				"pod names pod group %q (spec.schedulingGroup.podGroupName, a PodGroup of the pod's own namespace), which does not exist in namespace %q yet: it waits for it and is scheduled once the PodGroup is created",
+				name, pod.Namespace)}, true
 		}
 		return nil, nil, false
 	}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,12 +12,9 @@ import (
 	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/utils/ptr"
 
@@ -66,233 +62,9 @@ func workloadPods(ns, group, vc string, n int, gpus int64) []*v1.Pod {
 	return pods
 }
 
-// requireCoreAgrees checks the pods against the cells the scheduler's core
-// holds for them, as the placement records and the API server show them:
-// each bound pod runs on the node its record names, with the record's
-// devices, and no (node, device) is in two live pods.
-func (c *cluster) requireCoreAgrees(t *testing.T, ns string) (bound int) {
-	pods, err := c.kube.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
-	require.NoError(t, err)
-	seen := map[string]string{}
-	for _, p := range pods.Items {
-		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
-			continue
-		}
-		raw, ok := p.Annotations[hivesched.AnnotationPlacement]
-		require.True(t, ok, "bound pod %s has no placement record", p.Name)
-		var rec struct {
-			Node            string  `json:"node"`
-			LeafCellIndices []int32 `json:"leafCellIndices"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(raw), &rec), raw)
-		require.Equal(t, p.Spec.NodeName, rec.Node, "pod %s bound to %s but its cells are on %s", p.Name, p.Spec.NodeName, rec.Node)
-		require.Equal(t, indices(rec.LeafCellIndices), p.Annotations[hivesched.AnnotationLeafCellIndices], "pod %s", p.Name)
-		for _, i := range rec.LeafCellIndices {
-			k := fmt.Sprintf("%s/%d", p.Spec.NodeName, i)
-			require.Empty(t, seen[k], "device %s is in pods %s and %s", k, seen[k], p.Name)
-			seen[k] = p.Name
-		}
-		bound++
-	}
-	return bound
-}
-
-func indices(ix []int32) string {
-	s := make([]string, len(ix))
-	for i, x := range ix {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ",")
-}
-
 // usedIs waits until the VC's status says used leaf cells.
 func (c *cluster) usedIs(t *testing.T, vc string, used int32) {
 	c.waitVCStatus(t, vc, func(s hv1.VirtualClusterStatus) bool { return s.UsedLeafCells == used })
-}
-
-// TestPodGroupCycleGang (issue 31): a gang of 4 pods in one Workload API pod
-// group goes through 1.37's pod-group cycle (simulated Reserve, Unreserve of
-// every member, then the real Reserve, Permit and binding) and binds whole
-// on the cells the core holds for it.
-func TestPodGroupCycleGang(t *testing.T) {
-	c := startWorkloadCluster(t)
-	c.createNodes(t, "pgc", 2, 4, 0)
-	c.createNamespace(t, "pgc")
-	c.createVC(t, "pgc-vc", []string{"pgc"}, "V100-RACK", 1)
-	c.startScheduler(t, physicalCluster("pgc", 2, 4, 0))
-
-	c.createPodGroup(t, "pgc", "train", 4, map[string]string{hivesched.LabelVirtualCluster: "pgc-vc"})
-	pods := workloadPods("pgc", "train", "", 4, 8)
-	c.createPods(t, pods)
-	nodes := c.waitBound(t, pods, 60*time.Second)
-	rack := ""
-	for _, n := range nodes {
-		r := strings.Split(n, "-")[1]
-		require.True(t, rack == "" || rack == r, "gang split over racks: %v", nodes)
-		rack = r
-	}
-	require.Equal(t, 4, c.requireCoreAgrees(t, "pgc"))
-	c.usedIs(t, "pgc-vc", 32)
-	ag := c.waitAG(t, "pgc", "train", phaseIs(hv1.AffinityGroupRunning))
-	require.Equal(t, []hv1.AffinityGroupMember{{PodNumber: 4, LeafCellNumber: 8}}, ag.Spec.Members)
-	// The framework wrote the PodGroup's condition, as for its own gangs.
-	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		pg, err := c.kube.SchedulingV1beta1().PodGroups("pgc").Get(ctx, "train", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, cond := range pg.Status.Conditions {
-			if cond.Type == schedv1beta1.PodGroupInitiallyScheduled && cond.Status == metav1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	}))
-	c.deletePods(t, pods)
-	c.waitGone(t, pods, 30*time.Second)
-	c.usedIs(t, "pgc-vc", 0)
-}
-
-// TestPodGroupCycleNoFit (issue 31): a group that fails in its pod-group
-// cycle holds no cells afterwards, whether the core could not place it or
-// placed it and another plugin then refused one member's node.
-func TestPodGroupCycleNoFit(t *testing.T) {
-	c := startWorkloadCluster(t)
-	c.createNodes(t, "nf", 1, 4, 0)
-	c.createNamespace(t, "nf")
-	c.createVC(t, "nf-vc", []string{"nf"}, "V100-RACK", 1)
-	c.startScheduler(t, physicalCluster("nf", 1, 4, 0))
-	vcLabel := map[string]string{hivesched.LabelVirtualCluster: "nf-vc"}
-
-	t.Run("larger than its VC", func(t *testing.T) {
-		c.createPodGroup(t, "nf", "big", 5, vcLabel)
-		pods := workloadPods("nf", "big", "", 5, 8)
-		c.createPods(t, pods)
-		c.failedScheduling(t, pods[0], `affinity group "nf/big"`, 30*time.Second)
-		c.requireUnbound(t, pods, 2*time.Second)
-		c.usedIs(t, "nf-vc", 0)
-		c.deletePods(t, pods)
-		c.waitGone(t, pods, 30*time.Second)
-	})
-
-	t.Run("placed, then a member's node refused by another plugin", func(t *testing.T) {
-		c.createPodGroup(t, "nf", "picky", 4, vcLabel)
-		pods := workloadPods("nf", "picky", "", 4, 8)
-		// No node has this label: NodeAffinity refuses whatever node the
-		// core chose for the member.
-		pods[2].Spec.NodeSelector = map[string]string{"example.com/nowhere": "true"}
-		c.createPods(t, pods)
-		c.requireUnbound(t, pods, 3*time.Second)
-		// Every cycle placed the group, failed on member 2 and gave the
-		// cells back: the VC shows none used, and a gang that needs the
-		// whole VC binds.
-		c.usedIs(t, "nf-vc", 0)
-		c.createPodGroup(t, "nf", "whole", 4, vcLabel)
-		whole := workloadPods("nf", "whole", "", 4, 8)
-		c.deletePods(t, pods) // it would keep competing for the same cells
-		c.waitGone(t, pods, 30*time.Second)
-		c.createPods(t, whole)
-		c.waitBound(t, whole, 60*time.Second)
-		require.Equal(t, 4, c.requireCoreAgrees(t, "nf"))
-		c.deletePods(t, whole)
-		c.waitGone(t, whole, 30*time.Second)
-	})
-}
-
-// permitRejector is a fault injector for the Permit step: it rejects pods
-// labelled rejectPermitLabel, as a plugin whose quota check fails would.
-type permitRejector struct{}
-
-const rejectPermitLabel = "test.hivesched.io/reject-permit"
-
-func (permitRejector) Name() string { return "PermitRejector" }
-
-func (permitRejector) Permit(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
-	if _, ok := pod.Labels[rejectPermitLabel]; ok {
-		return fwk.NewStatus(fwk.Unschedulable, "rejected by the test's PermitRejector"), 0
-	}
-	return nil, 0
-}
-
-// withPermitRejector adds the PermitRejector plugin to the profile.
-func withPermitRejector(profile map[string]any) {
-	plugins := profile["plugins"].(map[string]any)
-	plugins["permit"] = map[string]any{"enabled": []any{map[string]any{"name": "PermitRejector"}}}
-	profile[extraPluginsKey] = []app.Option{app.WithPlugin("PermitRejector", func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
-		return permitRejector{}, nil
-	})}
-}
-
-// TestPodGroupCycleRejectedPermit (issue 31): a member rejected at Permit
-// in the cycle's binding step releases the whole group: no member binds
-// and the core holds no cells for it.
-func TestPodGroupCycleRejectedPermit(t *testing.T) {
-	c := startWorkloadCluster(t)
-	c.createNodes(t, "rp", 1, 4, 0)
-	c.createNamespace(t, "rp")
-	c.createVC(t, "rp-vc", []string{"rp"}, "V100-RACK", 1)
-	c.startScheduler(t, physicalCluster("rp", 1, 4, 0), withPermitRejector)
-
-	c.createPodGroup(t, "rp", "gang", 4, map[string]string{hivesched.LabelVirtualCluster: "rp-vc"})
-	pods := workloadPods("rp", "gang", "", 4, 8)
-	pods[1].Labels[rejectPermitLabel] = "true"
-	c.createPods(t, pods)
-	c.waitEvent(t, pods[1], "rejected by the test's PermitRejector", 30*time.Second)
-	c.requireUnbound(t, pods, 3*time.Second)
-	c.usedIs(t, "rp-vc", 0)
-}
-
-// TestPodGroupCycleChurn (issue 31): 200 pod-group gangs of 1 to 4 pods
-// mixed with single pods, deleted as they bind, leave the core and the API
-// server in agreement: every bound pod on its record's cells, no device in
-// two pods, and the VC's used count equal to the bound pods' GPUs.
-func TestPodGroupCycleChurn(t *testing.T) {
-	c := startWorkloadCluster(t)
-	c.createNodes(t, "ch", 2, 4, 0)
-	c.createNamespace(t, "ch")
-	c.createVC(t, "ch-vc", []string{"ch"}, "V100-RACK", 2)
-	c.startScheduler(t, physicalCluster("ch", 2, 4, 0))
-	vcLabel := map[string]string{hivesched.LabelVirtualCluster: "ch-vc"}
-
-	var live [][]*v1.Pod
-	for i := 0; i < 200; i++ {
-		name := fmt.Sprintf("g%d", i)
-		// Any 6 consecutive gangs and their single pods fit the VC's 64
-		// GPUs: the last ones must all bind.
-		n, gpus := 1+i%4, int64([]int{1, 2, 2, 4}[i%4])
-		c.createPodGroup(t, "ch", name, int32(n), vcLabel)
-		pods := workloadPods("ch", name, "", n, gpus)
-		c.createPods(t, pods)
-		if i%3 == 0 {
-			single := gangPods("ch", fmt.Sprintf("single%d", i), "ch-vc", 0, 1, 2)
-			delete(single[0].Labels, hivesched.LabelAffinityGroup)
-			delete(single[0].Annotations, hivesched.AnnotationGroupMembers)
-			c.createPods(t, single)
-			live = append(live, single)
-		}
-		live = append(live, pods)
-		for len(live) > 6 {
-			// The oldest goes, bound or not: the cluster churns.
-			c.deletePods(t, live[0])
-			live = live[1:]
-		}
-	}
-	var rest []*v1.Pod
-	for _, g := range live {
-		rest = append(rest, g...)
-	}
-	c.waitBound(t, rest, 120*time.Second)
-	var gpus int32
-	pods, err := c.kube.CoreV1().Pods("ch").List(t.Context(), metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, p := range pods.Items {
-		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
-			q := p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]
-			gpus += int32(q.Value())
-		}
-	}
-	require.Equal(t, len(rest), c.requireCoreAgrees(t, "ch"))
-	c.usedIs(t, "ch-vc", gpus)
 }
 
 // TestWorkloadGangs (issue 23): Workload API pod groups as hivesched
@@ -494,7 +266,8 @@ func TestWorkloadComposite(t *testing.T) {
 	c.createNodes(t, "cp", 1, 4, 0)
 	c.createNamespace(t, "cp")
 	c.createVC(t, "cp-vc", []string{"cp"}, "V100-RACK", 1)
-	c.startScheduler(t, physicalCluster("cp", 1, 4, 0))
+	addr := freeAddr(t)
+	c.startScheduler(t, physicalCluster("cp", 1, 4, 0), withInspect(addr))
 
 	composite := func(name string, minGroups int32, children map[string]int32) {
 		ref := &schedv1alpha3.WorkloadReference{WorkloadName: name, TemplateName: name}
@@ -517,7 +290,7 @@ func TestWorkloadComposite(t *testing.T) {
 		pods := append(workloadPods("cp", "ps-master", "", 1, 4), workloadPods("cp", "ps-workers", "", 2, 8)...)
 		c.createPods(t, pods)
 		c.waitBound(t, pods, 60*time.Second)
-		require.Equal(t, 3, c.requireCoreAgrees(t, "cp"))
+		require.Equal(t, 3, c.requireCoreAgrees(t, addr, "cp"))
 		for _, p := range pods {
 			require.Contains(t, c.getPod(t, p).Annotations[hivesched.AnnotationPlacement], `"group":"cp/ps"`)
 		}
@@ -634,5 +407,53 @@ func TestWorkloadTopology(t *testing.T) {
 		c.waitEvent(t, pods[0], `withinTopologyKey "topology.kubernetes.io/zone" names no cell level`, 30*time.Second)
 		c.requireUnbound(t, pods, time.Second)
 		c.usedIs(t, "tp-vc", 0)
+	})
+}
+
+// TestWorkloadUnknownPodGroup (issue 23, bad input): a pod that names a
+// Workload API PodGroup that does not exist is kept aside by the
+// scheduler's queue (no cycle, no FailedScheduling event): hivesched tells
+// it so with an event, holds no cells for it, and it is scheduled once the
+// PodGroup is created.
+func TestWorkloadUnknownPodGroup(t *testing.T) {
+	c := startWorkloadCluster(t)
+	c.createNodes(t, "up", 1, 1, 0)
+	c.createNamespace(t, "up")
+	c.createVC(t, "up-vc", []string{"up"}, "V100-NODE", 1)
+	addr := freeAddr(t)
+	c.startScheduler(t, physicalCluster("up", 1, 1, 0), withInspect(addr))
+
+	pods := workloadPods("up", "later", "", 2, 4)
+	c.createPods(t, pods)
+	for _, p := range pods {
+		c.waitEvent(t, p, `InvalidSchedulingSpec: pod names pod group "later" (spec.schedulingGroup.podGroupName, a PodGroup of the pod's own namespace), which does not exist in namespace "up" yet`, 30*time.Second)
+	}
+	c.requireUnbound(t, pods, time.Second)
+	v, err := c.readCore(t.Context(), addr, "up/later", "up-vc")
+	require.NoError(t, err)
+	require.Equal(t, coreView{}, v, "the core knows no group and holds no cells")
+	evs, err := c.kube.EventsV1().Events("up").List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	n := 0
+	for _, e := range evs.Items {
+		if e.Regarding.Name == pods[0].Name && strings.Contains(e.Note, `pod group "later"`) {
+			n++
+			require.Nil(t, e.Series, "told once, not once per update of the pod")
+		}
+	}
+	require.Equal(t, 1, n, "one event: %v", c.events(t, pods[0]))
+
+	c.createPodGroup(t, "up", "later", 2, map[string]string{hivesched.LabelVirtualCluster: "up-vc"})
+	c.waitBound(t, pods, 60*time.Second)
+	require.Equal(t, 2, c.requireCoreAgrees(t, addr, "up"))
+
+	t.Run("a PodGroup that exists: no such event", func(t *testing.T) {
+		c.createPodGroup(t, "up", "now", 1, map[string]string{hivesched.LabelVirtualCluster: "up-vc"})
+		now := workloadPods("up", "now", "", 1, 8)
+		c.createPods(t, now)
+		c.failedScheduling(t, now[0], `affinity group "up/now"`, 30*time.Second) // the VC is full: it waits
+		for _, e := range c.events(t, now[0]) {
+			require.NotContains(t, e, "does not exist")
+		}
 	})
 }
