@@ -142,6 +142,13 @@ bench-core:
 bench-core-compare:
 	BASE=$(BASE) bash hack/bench-core-compare.sh
 
+## perf-compare: scheduler_perf (test/perf) at commit BASE against the working tree, the two perf.test binaries
+## run alternately ROUNDS times (5) on the workloads PERF_FILTER selects (Gangs8x1_500Nodes_HiveSched$), BENCH_NODES
+## nodes, compared by benchstat (hack/perf-compare.sh; needs the local etcd: make bench or make up once)
+.PHONY: perf-compare
+perf-compare:
+	BASE=$(BASE) bash hack/perf-compare.sh
+
 ## core-decisions-compare: the randomized model test at commit BASE and in the working tree, each logging a
 ## digest of the core's state after every step: equal digests, the same decisions (MODEL_OPS, default 100000;
 ## hack/core-decisions-compare.sh)
