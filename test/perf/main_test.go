@@ -62,6 +62,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)
 	}
+	// scheduler_perf starts the scheduler on an API server that has only
+	// the namespaces it creates itself (kube-system among them), before
+	// any workload op runs: nothing applies manifests/scheduler/namespace.yaml,
+	// so HiveSched keeps its placement key in kube-system here, as a
+	// Deployment with POD_NAMESPACE would in its namespace.
+	if os.Getenv("POD_NAMESPACE") == "" {
+		_ = os.Setenv("POD_NAMESPACE", "kube-system")
+	}
 	dir, err := os.MkdirTemp("", "hivesched-perf-")
 	if err == nil {
 		configFile, err = render(dir)
