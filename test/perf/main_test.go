@@ -142,6 +142,9 @@ func render(dir string) (string, error) {
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-inspected-%d.yaml", n)), withInspectAPI(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-dashboard-%d.yaml", n)), withHiveArg(schedulerConfig(n, true), "inspectBindAddress", dashboardAddress)); err != nil {
+			return "", err
+		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-noagstatus-%d.yaml", n)), withoutAGStatus(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}
@@ -327,8 +330,13 @@ func withDRA(cfg map[string]any) map[string]any {
 }
 
 // inspectAddress is where the HiveSchedInspected contender serves the
-// inspect API, which pollInspect reads once a second.
-const inspectAddress = "127.0.0.1:10298"
+// inspect API, which pollInspect reads once a second; dashboardAddress,
+// where the HiveSchedDashboard contender does, which pollDashboard reads as
+// one open dashboard page does.
+const (
+	inspectAddress   = "127.0.0.1:10298"
+	dashboardAddress = "127.0.0.1:10299"
+)
 
 // withInspectAPI turns HiveSched's inspect API on in a schedulerConfig.
 func withInspectAPI(cfg map[string]any) map[string]any {
@@ -372,10 +380,67 @@ func withInspectPolling(factory frameworkruntime.PluginFactory) frameworkruntime
 		if err != nil {
 			return nil, err
 		}
-		if args, ok := obj.(*hsconfig.HiveSchedArgs); ok && args.InspectBindAddress != "" {
-			go pollInspect(ctx, args.InspectBindAddress, h.KubeConfig().BearerToken)
+		if args, ok := obj.(*hsconfig.HiveSchedArgs); ok {
+			switch args.InspectBindAddress {
+			case inspectAddress:
+				go pollInspect(ctx, args.InspectBindAddress, h.KubeConfig().BearerToken)
+			case dashboardAddress:
+				go pollDashboard(ctx, args.InspectBindAddress, h.KubeConfig().BearerToken)
+			}
 		}
 		return pl, nil
+	}
+}
+
+// pollDashboard reads what one open dashboard page reads, as often as it
+// does (plugins/inspect/dashboard/assets/app.js: POLL_MS, HISTORY_MS):
+// every 5 s the VCs, the groups with the finished ones and the cell map,
+// each with the ETag of its last answer (304 when unchanged), and the
+// events; the VCs' history every 30 s.
+func pollDashboard(ctx context.Context, addr, token string) {
+	const poll, history = 5 * time.Second, 30 * time.Second
+	tags := map[string]string{}
+	get := func(path string, tagged bool) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/inspect/"+path, nil)
+		if err != nil {
+			return
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if tagged && tags[path] != "" {
+			req.Header.Set("If-None-Match", tags[path])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNotModified {
+			klog.Warningf("dashboard polling: %s answered %s: the contender measured less than it says", path, resp.Status)
+		}
+		if tagged && resp.StatusCode == http.StatusOK {
+			tags[path] = resp.Header.Get("ETag")
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	var historyAt time.Time
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for {
+		get("virtualclusters", true)
+		get("affinitygroups?all=true", true)
+		get("events", false)
+		get("cellmap", true)
+		if time.Since(historyAt) > history {
+			get("history", false)
+			historyAt = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 
