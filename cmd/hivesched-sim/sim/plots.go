@@ -16,8 +16,10 @@ type series struct {
 var seriesColours = []string{"#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#000000"}
 
 // lineChart draws series; with logX the x axis is log10 (values <= 0 are
-// drawn at the axis' left end).
-func lineChart(title, xlabel, ylabel string, ss []series, logX bool, yMax float64) string {
+// drawn at the axis' left end). source, under the title, says where the
+// jobs come from ("real: ...", "calibrated, not real: ..."), so that a plot
+// taken out of its report still says it.
+func lineChart(title, source, xlabel, ylabel string, ss []series, logX bool, yMax float64) string {
 	const W, H, L, R, T, B = 720, 420, 70, 170, 40, 50
 	pw, ph := float64(W-L-R), float64(H-T-B)
 	xmin, xmax := math.Inf(1), math.Inf(-1)
@@ -40,7 +42,11 @@ func lineChart(title, xlabel, ylabel string, ss []series, logX bool, yMax float6
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", W, H)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", W, H)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14">%s</text>`+"\n", L, esc(title))
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14">%s</text>`+"\n", L, esc(title))
+	if len(source) > 110 {
+		source = source[:107] + "..."
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="33" font-size="10" fill="#555">jobs: %s</text>`+"\n", L, esc(source))
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="none" stroke="#888"/>`+"\n", L, T, pw, ph)
 	for i := 0; i <= 4; i++ {
 		v := yMax * float64(i) / 4
@@ -100,7 +106,7 @@ func (rep *Report) delayCDF(vc string) string {
 		s.y = append(s.y, 1)
 		ss = append(ss, s)
 	}
-	return lineChart("queuing delay of "+vc+"'s jobs (CDF)", "delay, minutes (log; 0 at the left)", "fraction of jobs", ss, true, 1)
+	return lineChart("queuing delay of "+vc+"'s jobs (CDF)", rep.source(), "delay, minutes (log; 0 at the left)", "fraction of jobs", ss, true, 1)
 }
 
 // utilizationPlot: GPUs in use over time, per policy, daily means.
@@ -121,5 +127,5 @@ func (rep *Report) utilizationPlot() string {
 		}
 		ss = append(ss, s)
 	}
-	return lineChart("GPU utilization (daily mean)", "day", "fraction of GPUs in use", ss, false, 1)
+	return lineChart("GPU utilization (daily mean)", rep.source(), "day", "fraction of GPUs in use", ss, false, 1)
 }

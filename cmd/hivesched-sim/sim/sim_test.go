@@ -226,3 +226,19 @@ func TestGeneratorErrors(t *testing.T) {
 	_, err = Generator{Days: 1, Tenants: []TenantLoad{{VC: "a", JobsPerHour: 1, Shapes: []Shape{{Pods: 0, LeavesPerPod: 1, Weight: 1, MedianMinutes: 1}}}}}.Generate()
 	require.ErrorContains(t, err, "a shape needs positive pods")
 }
+
+// TestPlotsSayWhereTheJobsComeFrom (issue 29): a plot taken out of its
+// report still says whether its jobs are real or calibrated.
+func TestPlotsSayWhereTheJobsComeFrom(t *testing.T) {
+	in := sampleInput(t)
+	in.Source = "calibrated, not real: generated for this test"
+	rep, err := Run(in)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, rep.WriteReport(dir))
+	for _, f := range []string{"utilization.svg", "delay-cdf-vc-train.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		require.NoError(t, err)
+		require.Contains(t, string(b), "jobs: calibrated, not real: generated for this test", f)
+	}
+}
