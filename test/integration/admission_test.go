@@ -395,8 +395,16 @@ func TestAdmissionPolicy(t *testing.T) {
 		err = ops.CoreV1().Secrets("adm-sched2").DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{})
 		requireForbidden(t, err, "a bulk delete of Secrets in namespace adm-sched2")
 		require.NoError(t, c.kube.CoreV1().Namespaces().Delete(t.Context(), "adm-sched2", metav1.DeleteOptions{}))
-		// No namespace controller here: it stays Terminating; delete as it would.
-		require.NoError(t, ops.CoreV1().Secrets("adm-sched2").DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{}))
+		// No namespace controller here: it stays Terminating; delete as it
+		// would, and as it does, again until allowed: the policy reads the
+		// namespace from the admission plugin's informer, which sees the
+		// deletion a moment after the API call returns (refused once in a
+		// clean-clone CI run that deleted at once).
+		var lastErr error
+		require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+			lastErr = ops.CoreV1().Secrets("adm-sched2").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			return lastErr == nil, nil
+		}), "the bulk delete in the namespace being deleted: %v", lastErr)
 		left, err := c.kube.CoreV1().Secrets("adm-sched2").List(t.Context(), metav1.ListOptions{})
 		require.NoError(t, err)
 		require.Empty(t, left.Items)
