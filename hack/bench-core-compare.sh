@@ -29,8 +29,6 @@ BENCHTIME=${BENCHTIME:-}
 BENCH_FILES=${BENCH_FILES:-bench_test.go bench_fragmented_test.go}
 NICE=${NICE:-10}
 GO=${GO:-go}
-# benchstat, pinned: the version is part of every report.
-BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
 
 out=$root/_output/bench-compare
 base=$(git rev-parse --verify "$BASE^{commit}")
@@ -38,11 +36,7 @@ short=$(git rev-parse --short "$base")
 head=$(git describe --always --dirty)
 mkdir -p "$out" "$root/_output/bin"
 
-benchstat=$root/_output/bin/benchstat
-if [ ! -x "$benchstat" ] || ! "$GO" version -m "$benchstat" | grep -q "$BENCHSTAT_VERSION"; then
-	echo "installing golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
-	GOFLAGS= GOBIN=$root/_output/bin "$GO" install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
-fi
+source hack/benchstat.sh
 
 # BASE's module and cell core, with the working tree's benchmark files.
 src=$out/base-$short

@@ -22,7 +22,6 @@ FILTER=${PERF_FILTER:-Gangs8x1_500Nodes_HiveSched$}
 ROUNDS=${ROUNDS:-5}
 NODES=${BENCH_NODES:-500}
 GO=${GO:-go}
-BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
 
 source hack/local-env.sh
 out=$root/_output/perf-compare
@@ -31,11 +30,7 @@ short=$(git rev-parse --short "$base")
 head=$(git describe --always --dirty)
 mkdir -p "$out" "$root/_output/bin"
 
-benchstat=$root/_output/bin/benchstat
-if [ ! -x "$benchstat" ] || ! "$GO" version -m "$benchstat" | grep -q "$BENCHSTAT_VERSION"; then
-	echo "installing golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
-	GOFLAGS= GOBIN=$root/_output/bin "$GO" install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
-fi
+source hack/benchstat.sh
 
 # scheduler_perf needs etcd on PATH: test/perf/run.sh builds the local
 # cluster's (make bench once first, or make up).

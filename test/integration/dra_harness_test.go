@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -21,9 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/controller/resourceclaim"
-	"sigs.k8s.io/yaml"
 
 	"github.com/hivesched/hivesched/plugins/dra/dratest"
 	"github.com/hivesched/hivesched/plugins/hivesched"
@@ -208,20 +204,7 @@ func asList(v any) []any {
 // HiveSched builds a cell core of its own). It allocates the claims of its
 // pods from the same devices, with no knowledge of hivesched's.
 func (c *cluster) startDefaultScheduler(t *testing.T) {
-	cfg := map[string]any{
-		"apiVersion":       "kubescheduler.config.k8s.io/v1",
-		"kind":             "KubeSchedulerConfiguration",
-		"leaderElection":   map[string]any{"leaderElect": false},
-		"clientConnection": map[string]any{"kubeconfig": c.kubeconfig},
-		"profiles":         []any{map[string]any{"schedulerName": v1.DefaultSchedulerName}},
-	}
-	raw, err := yaml.Marshal(cfg)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "default-scheduler.yaml")
-	require.NoError(t, os.WriteFile(path, raw, 0o600))
-	opts := options.NewOptions()
-	opts.ConfigFile = path
-	opts.SecureServing.BindPort = 0
+	opts := schedulerOptions(t, c.kubeconfig, []any{map[string]any{"schedulerName": v1.DefaultSchedulerName}}, "default-scheduler.yaml")
 	ctx, cancel := context.WithCancel(context.Background())
 	cc, sched, err := app.Setup(ctx, opts)
 	if err != nil {

@@ -321,21 +321,33 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		delete(profile, extraProfilesKey)
 		profiles = append(profiles, extra.([]any)...)
 	}
-	cfg := map[string]any{
+	return runApp(t, schedulerOptions(t, kubeconfig, profiles, "scheduler-config.yaml"), setup...)
+}
+
+// schedulerOptions writes a KubeSchedulerConfiguration of profiles (no
+// leader election, the given kubeconfig) into the test's temporary file
+// named file, and returns kube-scheduler's options reading it, serving no
+// port.
+func schedulerOptions(t *testing.T, kubeconfig string, profiles []any, file string) *options.Options {
+	raw, err := yaml.Marshal(map[string]any{
 		"apiVersion":       "kubescheduler.config.k8s.io/v1",
 		"kind":             "KubeSchedulerConfiguration",
 		"leaderElection":   map[string]any{"leaderElect": false},
 		"clientConnection": map[string]any{"kubeconfig": kubeconfig},
 		"profiles":         profiles,
-	}
-	raw, err := yaml.Marshal(cfg)
+	})
 	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "scheduler-config.yaml")
+	path := filepath.Join(t.TempDir(), file)
 	require.NoError(t, os.WriteFile(path, raw, 0o600))
-
 	opts := options.NewOptions()
 	opts.ConfigFile = path
 	opts.SecureServing.BindPort = 0
+	return opts
+}
+
+// runApp sets kube-scheduler up and runs it as its binary does (app.Run),
+// until the test ends.
+func runApp(t *testing.T, opts *options.Options, setup ...app.Option) *scheduler {
 	ctx, cancel := context.WithCancel(context.Background())
 	cc, sched, err := app.Setup(ctx, opts, setup...)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,9 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
-	"sigs.k8s.io/yaml"
 
 	"github.com/hivesched/hivesched/plugins/hivesched"
 )
@@ -179,33 +175,5 @@ func (c *cluster) bound(t *testing.T, pods []*v1.Pod, timeout time.Duration) boo
 // profile only (no HiveSched; the process's feature gates add
 // GangScheduling to it), as startScheduler runs hivesched's.
 func (c *cluster) startInTreeScheduler(t *testing.T) *scheduler {
-	cfg := map[string]any{
-		"apiVersion":       "kubescheduler.config.k8s.io/v1",
-		"kind":             "KubeSchedulerConfiguration",
-		"leaderElection":   map[string]any{"leaderElect": false},
-		"clientConnection": map[string]any{"kubeconfig": c.kubeconfig},
-		"profiles":         []any{map[string]any{"schedulerName": v1.DefaultSchedulerName}},
-	}
-	raw, err := yaml.Marshal(cfg)
-	require.NoError(t, err)
-	path := filepath.Join(t.TempDir(), "scheduler-config.yaml")
-	require.NoError(t, os.WriteFile(path, raw, 0o600))
-	opts := options.NewOptions()
-	opts.ConfigFile = path
-	opts.SecureServing.BindPort = 0
-	ctx, cancel := context.WithCancel(context.Background())
-	cc, sched, err := app.Setup(ctx, opts)
-	if err != nil {
-		cancel()
-		require.NoError(t, err)
-	}
-	s := &scheduler{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		if err := app.Run(ctx, cc, sched); err != nil && ctx.Err() == nil {
-			t.Errorf("scheduler stopped: %v", err)
-		}
-	}()
-	t.Cleanup(s.stop)
-	return s
+	return runApp(t, schedulerOptions(t, c.kubeconfig, []any{map[string]any{"schedulerName": v1.DefaultSchedulerName}}, "scheduler-config.yaml"))
 }
