@@ -12,7 +12,7 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
            -X k8s.io/component-base/version.gitCommit=$(COMMIT) \
            -X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
-.PHONY: all build test vet unit integration browser-test verify generate soak bench-core bench-core-compare core-decisions-compare fuzz clean demo e2e sim sim-speed sim-trace sim-paper chaos
+.PHONY: all build test vet unit integration browser-test verify generate soak bench-core bench-core-compare core-decisions-compare fuzz clean demo e2e sim sim-speed sim-trace sim-paper sim-philly chaos
 
 all: build
 
@@ -126,6 +126,17 @@ sim-paper:
 	$(SIM_TIME) $(OUT)/sim-paper-bin -config manifests/sim/paper/scheduler-config.yaml \
 		-vcs manifests/sim/paper/virtualclusters.yaml -generate manifests/sim/paper/generator.yaml \
 		-mtbf-hours $(SIM_MTBF_HOURS) -repair-hours $(SIM_REPAIR_HOURS) -out $(OUT)/sim-paper-failures
+
+## sim-philly: the Philly scenario (docs/simulator.md): 352 nodes and 11 VCs as the Helios authors modelled
+## Microsoft's Philly, two months of jobs calibrated to what is published of its trace (calibrated, not real),
+## without and with node failures (the same assumed MTBF as sim-paper); timed; reports in _output/sim-philly{,-failures}
+sim-philly:
+	$(GO) build -o $(OUT)/sim-philly-bin ./cmd/hivesched-sim
+	$(SIM_TIME) $(OUT)/sim-philly-bin -config manifests/sim/philly/scheduler-config.yaml \
+		-vcs manifests/sim/philly/virtualclusters.yaml -generate manifests/sim/philly/generator.yaml -out $(OUT)/sim-philly
+	$(SIM_TIME) $(OUT)/sim-philly-bin -config manifests/sim/philly/scheduler-config.yaml \
+		-vcs manifests/sim/philly/virtualclusters.yaml -generate manifests/sim/philly/generator.yaml \
+		-mtbf-hours $(SIM_MTBF_HOURS) -repair-hours $(SIM_REPAIR_HOURS) -out $(OUT)/sim-philly-failures
 
 ## sim-speed: a month of ~100k jobs on 1,000 nodes, every policy, timed (hack/sim-speed.sh)
 sim-speed:
