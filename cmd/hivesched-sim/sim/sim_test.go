@@ -242,3 +242,37 @@ func TestPlotsSayWhereTheJobsComeFrom(t *testing.T) {
 		require.Contains(t, string(b), "jobs: calibrated, not real: generated for this test", f)
 	}
 }
+
+// TestCalibratedScenarios (issue 29): the shipped calibrated scenarios
+// (make sim-paper, make sim-philly) still load, their VCs still fit their
+// clusters, and a few hours of each run with every result labelled
+// "calibrated, not real" and hivesched at no anomaly. The full runs take
+// seconds each and are documented, not run here; this guards the manifests
+// against drifting from the loaders and the core.
+func TestCalibratedScenarios(t *testing.T) {
+	for _, dir := range []string{"paper", "philly"} {
+		root := filepath.Join("..", "..", "..", "manifests", "sim", dir)
+		cl, err := LoadCluster(filepath.Join(root, "scheduler-config.yaml"))
+		require.NoError(t, err, dir)
+		vcs, err := LoadVirtualClusters(filepath.Join(root, "virtualclusters.yaml"))
+		require.NoError(t, err, dir)
+		path := filepath.Join(root, "generator.yaml")
+		g, err := LoadGenerator(path)
+		require.NoError(t, err, dir)
+		require.NotEmpty(t, g.Calibration, "%s: a calibrated scenario names its sources", dir)
+		require.NotEmpty(t, g.Assumptions, "%s: and its assumptions", dir)
+		g.Days = 0.25
+		jobs, err := g.Generate()
+		require.NoError(t, err, dir)
+		require.NotEmpty(t, jobs, dir)
+		rep, err := Run(&Input{Cluster: cl, VCs: vcs, Jobs: jobs, Policies: Policies, Tolerance: 600, SampleEvery: 600,
+			Source: g.Source(path), Notes: g.Notes()})
+		require.NoError(t, err, dir)
+		out := t.TempDir()
+		require.NoError(t, rep.WriteReport(out))
+		b, err := os.ReadFile(filepath.Join(out, "report.md"))
+		require.NoError(t, err)
+		require.Contains(t, string(b), "calibrated, not real", dir)
+		require.Contains(t, string(b), "| hivesched | 0 |", "%s: hivesched keeps every VC's private delays", dir)
+	}
+}
