@@ -55,8 +55,9 @@ type TenantLoad struct {
 }
 
 // Shape is a job size with its weight in the mix and its duration:
-// log-normal with the given median (minutes) and sigma, or the generator's
-// DurationCDF scaled to MeanMinutes (or as it is, with neither).
+// log-normal with the given median (minutes) and sigma, or a CDF (the
+// shape's own DurationCDF, else the generator's) scaled to MeanMinutes (or
+// as it is, with neither).
 type Shape struct {
 	Pods          int32   `json:"pods"`
 	LeavesPerPod  int32   `json:"leafCellsPerPod"`
@@ -64,6 +65,11 @@ type Shape struct {
 	MedianMinutes float64 `json:"medianMinutes,omitempty"`
 	Sigma         float64 `json:"sigma,omitempty"`
 	MeanMinutes   float64 `json:"meanMinutes,omitempty"`
+	// DurationCDF, if set, is this size's own run-time distribution (same
+	// form as the generator's): published run times differ by job size in
+	// shape, not only in mean (Philly's 2-GPU jobs have a shorter median
+	// and a longer mean than its 1-GPU ones).
+	DurationCDF []CDFPoint `json:"durationCDF,omitempty"`
 }
 
 // Source is the label every result of this generator carries.
@@ -111,6 +117,16 @@ func cdfDraw(pts []CDFPoint, u float64) float64 {
 }
 
 func (g Generator) validate() error {
+	if err := validateCDF("durationCDF", g.DurationCDF); err != nil {
+		return err
+	}
+	for _, t := range g.Tenants {
+		for i, s := range t.Shapes {
+			if err := validateCDF(fmt.Sprintf("tenant %s: shape %d: durationCDF", t.VC, i), s.DurationCDF); err != nil {
+				return err
+			}
+		}
+	}
 	if len(g.Diurnal) != 0 && len(g.Diurnal) != 24 {
 		return fmt.Errorf("diurnal: 24 hourly rates, got %d", len(g.Diurnal))
 	}
@@ -119,13 +135,18 @@ func (g Generator) validate() error {
 			return fmt.Errorf("diurnal: rates must not be negative")
 		}
 	}
-	for i, p := range g.DurationCDF {
-		if p.Seconds <= 0 || p.Fraction < 0 || p.Fraction > 1 || (i > 0 && (p.Seconds < g.DurationCDF[i-1].Seconds || p.Fraction < g.DurationCDF[i-1].Fraction)) {
-			return fmt.Errorf("durationCDF: point %d: seconds must be positive and both columns non-decreasing, fractions within 0..1", i)
+	return nil
+}
+
+// validateCDF checks a run-time CDF (empty is valid: none given).
+func validateCDF(what string, pts []CDFPoint) error {
+	for i, p := range pts {
+		if p.Seconds <= 0 || p.Fraction < 0 || p.Fraction > 1 || (i > 0 && (p.Seconds < pts[i-1].Seconds || p.Fraction < pts[i-1].Fraction)) {
+			return fmt.Errorf("%s: point %d: seconds must be positive and both columns non-decreasing, fractions within 0..1", what, i)
 		}
 	}
-	if n := len(g.DurationCDF); n > 0 && g.DurationCDF[n-1].Fraction != 1 {
-		return fmt.Errorf("durationCDF: the last point's fraction must be 1")
+	if n := len(pts); n > 0 && pts[n-1].Fraction != 1 {
+		return fmt.Errorf("%s: the last point's fraction must be 1", what)
 	}
 	return nil
 }
@@ -164,8 +185,8 @@ func (g Generator) Generate() ([]Job, error) {
 		var total float64
 		for _, s := range t.Shapes {
 			own := s.MedianMinutes > 0
-			if s.Weight <= 0 || s.Pods <= 0 || s.LeavesPerPod <= 0 || s.Sigma < 0 || s.MeanMinutes < 0 || (!own && len(g.DurationCDF) == 0) || (own && s.MeanMinutes > 0) {
-				return nil, fmt.Errorf("tenant %s: a shape needs positive pods, leafCellsPerPod and weight, and either medianMinutes (with sigma >= 0) or the generator's durationCDF (with meanMinutes or none)", t.VC)
+			if s.Weight <= 0 || s.Pods <= 0 || s.LeavesPerPod <= 0 || s.Sigma < 0 || s.MeanMinutes < 0 || (!own && len(g.DurationCDF) == 0 && len(s.DurationCDF) == 0) || (own && (s.MeanMinutes > 0 || len(s.DurationCDF) > 0)) {
+				return nil, fmt.Errorf("tenant %s: a shape needs positive pods, leafCellsPerPod and weight, and either medianMinutes (with sigma >= 0) or a durationCDF, its own or the generator's (with meanMinutes or none)", t.VC)
 			}
 			total += s.Weight
 		}
@@ -187,9 +208,13 @@ func (g Generator) Generate() ([]Job, error) {
 			if s.MedianMinutes > 0 {
 				dur = math.Max(60, math.Round(s.MedianMinutes*60*math.Exp(s.Sigma*r.NormFloat64())))
 			} else {
-				dur = cdfDraw(g.DurationCDF, r.Float64())
+				cdf := g.DurationCDF
+				if len(s.DurationCDF) > 0 {
+					cdf = s.DurationCDF
+				}
+				dur = cdfDraw(cdf, r.Float64())
 				if s.MeanMinutes > 0 {
-					dur *= s.MeanMinutes * 60 / cdfMean(g.DurationCDF)
+					dur *= s.MeanMinutes * 60 / cdfMean(cdf)
 				}
 				dur = math.Max(1, math.Round(dur))
 			}

@@ -276,3 +276,30 @@ func TestCalibratedScenarios(t *testing.T) {
 		require.Contains(t, string(b), "| hivesched | 0 |", "%s: hivesched keeps every VC's private delays", dir)
 	}
 }
+
+// A shape's own durationCDF overrides the generator's, and meanMinutes
+// scales whichever is used.
+func TestGeneratorShapeCDF(t *testing.T) {
+	g := Generator{Seed: 1, Days: 1, DurationCDF: []CDFPoint{{Seconds: 10, Fraction: 1}}, Tenants: []TenantLoad{{VC: "a", JobsPerHour: 20, Shapes: []Shape{
+		{Pods: 1, LeavesPerPod: 1, Weight: 1},
+		{Pods: 1, LeavesPerPod: 8, Weight: 1, DurationCDF: []CDFPoint{{Seconds: 100, Fraction: 1}}},
+		{Pods: 1, LeavesPerPod: 4, Weight: 1, DurationCDF: []CDFPoint{{Seconds: 100, Fraction: 1}}, MeanMinutes: 5},
+	}}}}
+	jobs, err := g.Generate()
+	require.NoError(t, err)
+	seen := map[int32]float64{}
+	for _, j := range jobs {
+		if d, ok := seen[j.Leaves]; ok {
+			require.Equal(t, d, j.Duration, "leaves %d", j.Leaves)
+		}
+		seen[j.Leaves] = j.Duration
+	}
+	require.Equal(t, map[int32]float64{1: 10, 8: 100, 4: 300}, seen)
+
+	g.Tenants[0].Shapes[1].DurationCDF = []CDFPoint{{Seconds: 100, Fraction: 0.5}}
+	_, err = g.Generate()
+	require.ErrorContains(t, err, "tenant a: shape 1: durationCDF: the last point's fraction must be 1")
+	g.Tenants[0].Shapes[1] = Shape{Pods: 1, LeavesPerPod: 8, Weight: 1, MedianMinutes: 5, DurationCDF: []CDFPoint{{Seconds: 100, Fraction: 1}}}
+	_, err = g.Generate()
+	require.ErrorContains(t, err, "either medianMinutes")
+}
