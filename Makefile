@@ -128,7 +128,7 @@ sim-paper:
 		-mtbf-hours $(SIM_MTBF_HOURS) -repair-hours $(SIM_REPAIR_HOURS) -out $(OUT)/sim-paper-failures
 
 ## sim-philly: the Philly scenario (docs/simulator.md): 352 nodes and 11 VCs as the Helios authors modelled
-## Microsoft's Philly, two months of jobs calibrated to what is published of its trace (calibrated, not real),
+## Microsoft's Philly, seven weeks of jobs calibrated to what is published of its trace (calibrated, not real),
 ## without and with node failures (the same assumed MTBF as sim-paper); timed; reports in _output/sim-philly{,-failures}
 sim-philly:
 	$(GO) build -o $(OUT)/sim-philly-bin ./cmd/hivesched-sim
