@@ -6,12 +6,24 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/podrequest"
 )
+
+// The framework's event recorder resolves an object's kind from client-go's
+// scheme (kube-scheduler builds every profile's recorder on it). Without
+// hivesched.io there, an event on a VirtualCluster or an AffinityGroup is
+// dropped with "no kind is registered": a Rejected VC said so only in its
+// status condition and the log.
+func init() {
+	utilruntime.Must(hv1.AddToScheme(clientgoscheme.Scheme))
+}
 
 // EventsToRegister: deleted pods free cells (and complete gangs' victims),
 // added pods complete gangs waiting at PreEnqueue, node changes change health.

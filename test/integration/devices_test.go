@@ -179,6 +179,13 @@ func (c *cluster) setNodeDevices(t *testing.T, name, annotation string, allocata
 
 // nodeEvent waits for an event about a node containing want.
 func (c *cluster) nodeEvent(t *testing.T, node, want string) string {
+	return c.objectEvent(t, "Node", node, want)
+}
+
+// objectEvent waits for an event (core or events.k8s.io) about the object
+// of that kind and name containing want, in any namespace (an event about a
+// cluster-scoped object is written to "default").
+func (c *cluster) objectEvent(t *testing.T, kind, name, want string) string {
 	var found string
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		evs, err := c.kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
@@ -186,7 +193,7 @@ func (c *cluster) nodeEvent(t *testing.T, node, want string) string {
 			return false, nil
 		}
 		for _, e := range evs.Items {
-			if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node && strings.Contains(e.Reason+": "+e.Message, want) {
+			if e.InvolvedObject.Kind == kind && e.InvolvedObject.Name == name && strings.Contains(e.Reason+": "+e.Message, want) {
 				found = e.Reason + ": " + e.Message
 				return true, nil
 			}
@@ -196,14 +203,14 @@ func (c *cluster) nodeEvent(t *testing.T, node, want string) string {
 			return false, nil
 		}
 		for _, e := range evs2.Items {
-			if e.Regarding.Kind == "Node" && e.Regarding.Name == node && strings.Contains(e.Reason+": "+e.Note, want) {
+			if e.Regarding.Kind == kind && e.Regarding.Name == name && strings.Contains(e.Reason+": "+e.Note, want) {
 				found = e.Reason + ": " + e.Note
 				return true, nil
 			}
 		}
 		return false, nil
 	})
-	require.NoError(t, err, "no event about node %s containing %q", node, want)
+	require.NoError(t, err, "no event about %s %s containing %q", kind, name, want)
 	return found
 }
 

@@ -271,6 +271,9 @@ func TestScheduler(t *testing.T) {
 		}
 		require.Contains(t, msg, "does not fit")
 		t.Logf("Rejected: %s", msg)
+		// The owner of the VC is told where kubectl describe looks too.
+		ev := c.objectEvent(t, "VirtualCluster", "rej-big", "does not fit")
+		require.True(t, strings.HasPrefix(ev, "Rejected: "), "event %q", ev)
 		ok := gangPods("rej", "ok", "rej-ok", 0, 1, 8)
 		c.createPods(t, ok)
 		c.waitBound(t, ok, 30*time.Second)
