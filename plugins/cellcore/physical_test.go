@@ -160,6 +160,7 @@ func TestReplacePhysicalClusterIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Placed, d.Kind, d.Reason)
 	mustCheck(t, k)
+	require.Equal(t, []string{"b1:e4->Deleted", "b2:e2->Allocated"}, events, "the hook carried over")
 }
 
 // withNodes is busyConfig with a fourth rack of nodes (added) and/or a T4
