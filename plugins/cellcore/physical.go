@@ -98,8 +98,8 @@ func (k *Core) ReplacePhysicalCluster(cfg Config) (PhysicalChangeResult, error) 
 // k (nor the groups and VCs k owns); commit moves n's cells into k.
 type replacement struct {
 	k, n *Core
-	// nodes pairs every node of both models with its leaves: old leaf ->
-	// new leaf (those that stay the same).
+	// leafMap: old leaf -> the same leaf in n; pairs: every node of both
+	// models with its leaves so paired.
 	leafMap map[*Cell]*Cell
 	pairs   []nodePair
 	// changed: nodes of both models whose cells differ (their marks are
@@ -628,5 +628,19 @@ func (r *replacement) commit() {
 	}
 	for _, v := range r.victims {
 		k.maybeCancelBeingPreempted(v)
+	}
+	// A VC's cell is unbound when its last guaranteed leaf goes (finish):
+	// the cells a cancelled preemptor had bound and reserved came over
+	// bound but hold nothing now.
+	for _, ch := range k.chainOrder {
+		for _, p := range ch.vcPools {
+			for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+				for _, root := range p.roots.buckets[key] {
+					if root.guarLeaves == 0 && !root.doomed {
+						k.unbindCandidates = append(k.unbindCandidates, root)
+					}
+				}
+			}
+		}
 	}
 }
