@@ -551,6 +551,37 @@ func (r *replacement) restoreLeaves() {
 				nl.state = CellFree
 			}
 		}
+		if !same {
+			// A device is the device wherever the node's cells put it: a
+			// leaf that is not the same cell (the node moved to another
+			// chain) keeps the health and claim of the device of its leaf
+			// type and index, but no group (its cells are others).
+			paired := make(map[*Cell]bool, len(np.leaves))
+			for _, pr := range np.leaves {
+				paired[pr[1]] = true
+			}
+			for _, nc := range nn.cells {
+				nc.forEachLeaf(func(l *Cell) {
+					if paired[l] {
+						return
+					}
+					for _, oc := range on.cells {
+						if oc.chain.leafType != l.chain.leafType {
+							continue
+						}
+						oc.forEachLeaf(func(ol *Cell) {
+							if ol.index == l.index && !paired[l] {
+								paired[l] = true
+								l.device, l.claimed = ol.device, ol.claimed
+								if l.claimed {
+									nn.claimed++
+								}
+							}
+						})
+					}
+				})
+			}
+		}
 		i := 0
 		for _, nc := range nn.cells {
 			nc.forEachLeaf(func(l *Cell) { n.updateLeaf(l, olds[i]); i++ })
