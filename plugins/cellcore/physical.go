@@ -42,7 +42,9 @@ type PhysicalChangeResult struct {
 	// Applied == false.
 	Rejected []VCRejection
 	// Stranded: affinity groups holding cells (Allocated, Being preempted)
-	// that do not exist in the new cluster. Any entry means Applied == false.
+	// that do not exist in the new cluster, or that would no longer meet
+	// the group's topology constraint there (a node moved to another rack).
+	// Any entry means Applied == false.
 	Stranded []string
 	// Busy: refused only because the change cannot be applied now; retry
 	// later. This core never sets it: every transient state is carried over
@@ -52,8 +54,8 @@ type PhysicalChangeResult struct {
 	Busy       bool
 	BusyReason string
 	// Cancelled: Preempting groups sent back to Pending (AG e5) because
-	// cells they had reserved do not exist in the new cluster, or no longer
-	// lie in their VC's cells; their victims got those cells back (cell e4)
+	// cells they had reserved do not exist in the new cluster, no longer
+	// lie in their VC's cells, or no longer meet their topology constraint; their victims got those cells back (cell e4)
 	// and are Allocated again (x2) unless they lost a pod. Only when
 	// Applied.
 	Cancelled []string
@@ -137,8 +139,9 @@ func (r *replacement) plan() PhysicalChangeResult {
 	n.epoch = k.epoch
 	r.pairNodes(&res)
 
-	// Groups holding cells that vanish: Stranded (Allocated, Being
-	// preempted), or their reservation cancelled (Preempting).
+	// Groups holding cells that vanish, or that would break their
+	// topology constraint: Stranded (Allocated, Being preempted), or their
+	// reservation cancelled (Preempting).
 	r.cancelled = map[*AffinityGroup]bool{}
 	names := k.groupNames()
 	for _, name := range names {
@@ -146,7 +149,7 @@ func (r *replacement) plan() PhysicalChangeResult {
 		if !holding(g.state) { // Allocated, Being preempted, Preempting
 			continue
 		}
-		if r.allMapped(g) {
+		if r.allMapped(g) && !r.breaksWithin(g) {
 			continue
 		}
 		if g.state == AGPreempting {
@@ -455,6 +458,23 @@ func (r *replacement) allMapped(g *AffinityGroup) bool {
 		}
 	}
 	return true
+}
+
+// breaksWithin: g has a topology constraint that its cells, the same cells
+// in n, would break (a node moved to another rack, a type lost its key):
+// the group cannot keep them, as recovery refuses such a record.
+func (r *replacement) breaksWithin(g *AffinityGroup) bool {
+	key := g.spec.WithinTopologyKey
+	if key == "" {
+		return false
+	}
+	mapped := make([][]*Cell, len(g.placement))
+	for i, pod := range g.placement {
+		for _, c := range pod {
+			mapped[i] = append(mapped[i], r.leafMap[c])
+		}
+	}
+	return withinViolation(key, mapped) != ""
 }
 
 // placeInVC makes sure every leaf guaranteed group g uses or reserves lies in

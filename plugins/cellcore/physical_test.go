@@ -442,3 +442,59 @@ func TestReplacePhysicalClusterCancelsPreemptor(t *testing.T) {
 	require.Equal(t, Preempt, d.Kind, d.Reason)
 	mustCheck(t, k)
 }
+
+// swapNodes exchanges two nodes' places in the configuration (each moves
+// to the other's rack).
+func swapNodes(cfg Config, a, b string) Config {
+	return renameNode(renameNode(renameNode(cfg, a, "swap-tmp"), b, a), "swap-tmp", b)
+}
+
+// A node that moves to another rack keeps its cells and groups (they are
+// the node's), unless a group's topology constraint would break: a group
+// within one rack whose node moved is Stranded.
+func TestReplacePhysicalClusterNodeMoves(t *testing.T) {
+	setup := func(t *testing.T) *Core {
+		k := newHealthyCore(t, withinConfig(2, 4, 0))
+		_, err := k.SetVirtualCluster(vcSpec("vc1", "V100-NODE", 4))
+		require.NoError(t, err)
+		return k
+	}
+	t.Run("unconstrained", func(t *testing.T) {
+		k := setup(t)
+		d := vcPlace(t, k, ag("g", "vc1", 0, 2, 8))
+		st, _ := k.AffinityGroupStatus("g")
+		other := "r1-n0"
+		if rackOfNode(d.Pods[0].Node) == "r1" {
+			other = "r0-n0"
+		}
+		res, err := k.ReplacePhysicalCluster(swapNodes(withinConfig(2, 4, 0), d.Pods[0].Node, other))
+		require.NoError(t, err)
+		require.True(t, res.Applied, "%+v", res)
+		require.Equal(t, []string{d.Pods[0].Node, other}, sortedCopy(res.ChangedNodes))
+		mustCheck(t, k)
+		st2, _ := k.AffinityGroupStatus("g")
+		require.Equal(t, st, st2)
+	})
+	t.Run("within one rack", func(t *testing.T) {
+		k := setup(t)
+		d := vcPlace(t, k, within(ag("g", "vc1", 0, 2, 8), rackKey))
+		require.Equal(t, rackOfNode(d.Pods[0].Node), rackOfNode(d.Pods[1].Node))
+		before := physView(t, k)
+		other := "r1-n0"
+		if rackOfNode(d.Pods[0].Node) == "r1" {
+			other = "r0-n0"
+		}
+		res, err := k.ReplacePhysicalCluster(swapNodes(withinConfig(2, 4, 0), d.Pods[0].Node, other))
+		require.NoError(t, err)
+		require.False(t, res.Applied)
+		require.Equal(t, []string{"g"}, res.Stranded)
+		requireSameView(t, before, physView(t, k), "a refused change")
+		mustCheck(t, k)
+	})
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
