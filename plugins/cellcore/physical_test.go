@@ -3,6 +3,8 @@ package cellcore
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -497,4 +499,68 @@ func sortedCopy(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+// Readers and writers run while the cluster changes under them (go test
+// -race): a CellRecord taken before a change stays readable, and every
+// call sees one cluster or the other.
+func TestReplacePhysicalClusterConcurrent(t *testing.T) {
+	k := busyCore(t)
+	cfgs := []Config{busyConfig(), withRack(busyConfig(), "rack3", "r3-n0", "r3-n1", "r3-n2", "r3-n3")}
+	old := k.CellRecords(nil, "", "")
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				switch (w + i) % 5 {
+				case 0:
+					s := ag(fmt.Sprintf("c%d-%d", w, i), "vc2", -1, 1, 1)
+					if d, err := k.Schedule(s); err == nil && d.Kind == Placed {
+						_, _ = k.DeleteAffinityGroup(s.Name)
+					}
+				case 1:
+					_ = k.Snapshot()
+				case 2:
+					for _, r := range k.CellRecords(nil, "", "") {
+						_ = r.Node()
+					}
+				case 3:
+					_ = k.CellCount()
+					_ = k.NodeDeviceIndices("r3-n0")
+				default:
+					_ = k.SetNodeHealth("r3-n1", NodeHealthy)
+				}
+			}
+		}(w)
+	}
+	applied := 0
+	for i := 0; applied < 20; i++ {
+		res, err := k.ReplacePhysicalCluster(cfgs[applied%2])
+		require.NoError(t, err)
+		if res.Applied {
+			applied++
+			continue
+		}
+		// Only a short-lived group placed on the rack being taken away
+		// holds it back: try again.
+		require.Empty(t, res.Rejected)
+		for _, g := range res.Stranded {
+			require.True(t, strings.HasPrefix(g, "c"), "%+v", res)
+		}
+		require.Less(t, i, 10000)
+	}
+	close(done)
+	wg.Wait()
+	mustCheck(t, k)
+	for _, r := range old {
+		_ = r.Chain() + r.CellType() + r.Address() + r.Node()
+	}
 }
