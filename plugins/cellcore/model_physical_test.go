@@ -75,7 +75,8 @@ func busyNodes(s Snapshot) map[string]bool {
 // drawChange draws a new physical cluster: a T4 node or a rack added, a T4
 // node or a rack removed, a rack's node replaced by another (removed and
 // added), a T4 node's shape changed (4 devices <-> 2, another chain). The
-// node or rack to take is a free one half of the time.
+// node or rack to take is a free one half of the time. One change in
+// eight is the same cluster again (nothing may change).
 func (m *modelRun) drawChange(snap Snapshot) (Config, string) {
 	cfg := cloneConfig(m.cfg)
 	busy := busyNodes(snap)
@@ -87,6 +88,9 @@ func (m *modelRun) drawChange(snap Snapshot) (Config, string) {
 		if l.State == CellReserved && (len(reserved) == 0 || reserved[len(reserved)-1] != l.Node) {
 			reserved = append(reserved, l.Node)
 		}
+	}
+	if m.r.Intn(8) == 0 {
+		return cfg, "same"
 	}
 	if len(reserved) > 0 && m.r.Intn(4) == 0 {
 		node := m.pick(reserved)
@@ -246,6 +250,9 @@ func (m *modelRun) physicalChange(step int) {
 			require.NotEmpty(t, res.Rejected)
 		}
 	}
+	if what == "same" {
+		require.True(t, res.Applied, "the same cluster again is applied: %+v", res)
+	}
 	if !res.Applied {
 		require.True(t, len(res.Stranded) > 0 || len(res.Rejected) > 0, "a refusal says why: %+v", res)
 		m.sameState(before, "step %d: a refused physical change (%s: %+v) changed the state", step, what, res)
@@ -262,6 +269,14 @@ func (m *modelRun) physicalChange(step int) {
 		require.Empty(t, res.Stranded)
 		require.Empty(t, res.Rejected)
 		m.stats["phys-applied"]++
+		if what == "same" {
+			// The same cluster again: nothing any reader sees changes.
+			require.Empty(t, res.AddedNodes)
+			require.Empty(t, res.RemovedNodes)
+			require.Empty(t, res.ChangedNodes)
+			require.Empty(t, res.Cancelled)
+			m.sameState(before, "step %d: the same physical cluster again", step)
+		}
 		m.stats["phys-cancelled"] += len(res.Cancelled)
 		for _, g := range snap.AffinityGroups {
 			if g.State == AGPreempting || g.State == AGBeingPreempted {
