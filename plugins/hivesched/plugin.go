@@ -120,8 +120,17 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if !ok {
 		return nil, fmt.Errorf("%s: args of type %T, want *HiveSchedArgs (is apis/config/scheme imported?)", Name, obj)
 	}
-	if err := validation.ValidateHiveSchedArgs(nil, args); err != nil {
+	var err error
+	if err = validation.ValidateHiveSchedArgs(nil, args); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	if args.PhysicalClusterFrom == config.PhysicalClusterFromResourceSlices {
+		// The derived cells replace the (empty) physicalCluster in a copy:
+		// the framework's args stay as configured.
+		args = args.DeepCopy()
+		if args.PhysicalCluster, err = physicalCluster(ctx, args, h.ClientSet()); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
 	}
 	core, err := cellcore.New(cellspec.Config(args.PhysicalCluster))
 	if err != nil {

@@ -33,6 +33,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/hivesched/hivesched/apis/config"
+	"github.com/hivesched/hivesched/apis/config/validation"
 	"github.com/hivesched/hivesched/plugins/dra"
 )
 
@@ -95,17 +96,9 @@ type Result struct {
 
 // LevelName is the name a node label key gives its level in type names:
 // the key's name part after its last '.' (topology.kubernetes.io/rack:
-// rack; nvidia.com/gpu.clique: clique).
-func LevelName(labelKey string) string {
-	name := labelKey
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		name = name[i+1:]
-	}
-	return name
-}
+// rack; nvidia.com/gpu.clique: clique). The args' validation refuses two
+// keys of one level name.
+func LevelName(labelKey string) string { return validation.LevelName(labelKey) }
 
 // LeafType is the leaf cell type of a productName: every character other
 // than a letter, digit, '-' or '_' becomes '-' (as GPU Feature Discovery's

@@ -1,0 +1,33 @@
+package hivesched
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/hivesched/hivesched/apis/config"
+	"github.com/hivesched/hivesched/plugins/dra/dratest"
+)
+
+// TestDeriveCluster: New's derived physical cluster, and its refusal to
+// start with no cells, saying why per node.
+func TestDeriveCluster(t *testing.T) {
+	args := &config.HiveSchedArgs{PhysicalClusterFrom: config.PhysicalClusterFromResourceSlices, DRA: config.DRAArgs{Driver: dratest.Driver},
+		SliceTopology: &config.SliceTopologyArgs{NodeGroupLabels: []string{"topology.kubernetes.io/rack"}}}
+	n0 := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n0", Labels: map[string]string{"topology.kubernetes.io/rack": "r0"}}}
+	pc, err := deriveCluster(klog.Background(), args, []*v1.Node{n0}, []*resourceapi.ResourceSlice{dratest.Slice("n0", "Tesla V100-SXM2-32GB", 8)})
+	require.NoError(t, err)
+	require.Equal(t, config.CellTypeSpec{ChildCellType: "Tesla-V100-SXM2-32GB-pcie4-node2", ChildCellNumber: 1, TopologyKey: "topology.kubernetes.io/rack"},
+		pc.CellTypes["Tesla-V100-SXM2-32GB-pcie4-node2-rack1"])
+
+	_, err = deriveCluster(klog.Background(), args, []*v1.Node{n0}, nil)
+	require.EqualError(t, err, "physicalClusterFrom ResourceSlices: no node's ResourceSlices of driver gpu.nvidia.com give cells (no node publishes a ResourceSlice of the driver); the scheduler needs at least one (it starts again, and reads them again, after the driver publishes them)")
+	incomplete := dratest.Slice("n0", "Tesla V100-SXM2-32GB", 8)
+	incomplete.Spec.Pool.ResourceSliceCount = 2
+	_, err = deriveCluster(klog.Background(), args, []*v1.Node{n0}, []*resourceapi.ResourceSlice{incomplete})
+	require.ErrorContains(t, err, "(n0: its ResourceSlices of driver gpu.nvidia.com are incomplete")
+}
