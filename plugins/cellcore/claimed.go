@@ -91,7 +91,8 @@ func (n *node) claimedRefs() []DeviceRef {
 
 // NodeDeviceIndices lists the device indices of a node's leaf cells, sorted
 // and each once (a node in several chains may repeat one); nil for a node
-// not in the physical cluster. They never change once the core is built.
+// not in the physical cluster. They change only when ReplacePhysicalCluster
+// changes the node's cells: callers ask again rather than keep them.
 func (k *Core) NodeDeviceIndices(name string) []int32 {
 	k.mu.Lock()
 	defer k.mu.Unlock()

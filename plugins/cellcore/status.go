@@ -310,5 +310,10 @@ func (k *Core) Snapshot() Snapshot {
 	return s
 }
 
-// CellCount is the number of physical cells (all levels).
-func (k *Core) CellCount() int { return k.cellCount }
+// CellCount is the number of physical cells (all levels). It takes the
+// lock: ReplacePhysicalCluster changes it.
+func (k *Core) CellCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cellCount
+}
