@@ -17,26 +17,21 @@ import (
 	"github.com/hivesched/hivesched/plugins/slicetopology"
 )
 
-// physicalCluster is the physical cluster the core is built from: the
-// args' own, or with physicalClusterFrom ResourceSlices the one derived
-// from the Nodes and the driver's ResourceSlices, listed from the API
-// server once here (New may call the API; the scheduling path never
-// lists). The cells are fixed for the life of the process: a slice that
-// changes later changes no cell (docs/dra.md, "Topology from
-// ResourceSlices").
-func physicalCluster(ctx context.Context, args *config.HiveSchedArgs, cs kubernetes.Interface) (config.PhysicalClusterSpec, error) {
-	if args.PhysicalClusterFrom != config.PhysicalClusterFromResourceSlices {
-		return args.PhysicalCluster, nil
-	}
+// listTopology is the physical cluster derived from the Nodes and the
+// driver's ResourceSlices (physicalClusterFrom ResourceSlices), listed from
+// the API server once, in New (New may call the API; the scheduling path
+// never does), with the inputs it was derived from. Later changes reach
+// the core through the informers (topology.go).
+func listTopology(ctx context.Context, args *config.HiveSchedArgs, cs kubernetes.Interface) (topoInputs, config.PhysicalClusterSpec, error) {
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return config.PhysicalClusterSpec{}, fmt.Errorf("physicalClusterFrom ResourceSlices: listing nodes: %w", err)
+		return topoInputs{}, config.PhysicalClusterSpec{}, fmt.Errorf("physicalClusterFrom ResourceSlices: listing nodes: %w", err)
 	}
 	// Only the driver's slices: a cluster's other drivers may publish many.
 	slices, err := cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.driver", args.DRA.Driver).String()})
 	if err != nil {
-		return config.PhysicalClusterSpec{}, fmt.Errorf("physicalClusterFrom ResourceSlices: listing the ResourceSlices of driver %s: %w", args.DRA.Driver, err)
+		return topoInputs{}, config.PhysicalClusterSpec{}, fmt.Errorf("physicalClusterFrom ResourceSlices: listing the ResourceSlices of driver %s: %w", args.DRA.Driver, err)
 	}
 	nodePtrs := make([]*v1.Node, len(nodes.Items))
 	for i := range nodes.Items {
@@ -46,7 +41,8 @@ func physicalCluster(ctx context.Context, args *config.HiveSchedArgs, cs kuberne
 	for i := range slices.Items {
 		slicePtrs[i] = &slices.Items[i]
 	}
-	return deriveCluster(klog.FromContext(ctx), args, nodePtrs, slicePtrs)
+	cfg, err := deriveCluster(klog.FromContext(ctx), args, nodePtrs, slicePtrs)
+	return newTopoInputs(nodePtrs, slicePtrs, args.DRA.Driver), cfg, err
 }
 
 // deriveCluster builds the physical cluster from nodes and slices, logs
