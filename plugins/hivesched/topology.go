@@ -261,13 +261,16 @@ func (p *HiveSched) reconcileTopology(logger klog.Logger, in topoInputs) {
 		}
 		return cfg, true
 	}
-	want, ok := derive(in)
-	if !ok {
-		return
-	}
 	t.mu.Lock()
 	applied, appliedCfg := t.applied, t.appliedCfg
 	t.mu.Unlock()
+	want, ok := derive(in)
+	if !ok {
+		// No cells at all (every slice gone): the core keeps its cells,
+		// and the leaves whose device is gone are bad.
+		p.markMissing(logger, applied, in)
+		return
+	}
 
 	var refused *cellcore.PhysicalChangeResult
 	if !equality.Semantic.DeepEqual(want, appliedCfg) {
