@@ -135,7 +135,9 @@ func busyCore(t *testing.T) *Core {
 func TestReplacePhysicalClusterIdempotent(t *testing.T) {
 	k := busyCore(t)
 	var events []string
-	k.OnTransition = func(g string, ev AGEvent, _, to AGState) { events = append(events, fmt.Sprintf("%s:%s->%s", g, ev, to)) }
+	k.OnTransition = func(g string, ev AGEvent, _, to AGState) {
+		events = append(events, fmt.Sprintf("%s:%s->%s", g, ev, to))
+	}
 	before := physView(t, k)
 	for i := 0; i < 2; i++ {
 		res, err := k.ReplacePhysicalCluster(busyConfig())
@@ -396,7 +398,9 @@ func TestReplacePhysicalClusterCancelsPreemptor(t *testing.T) {
 	}
 	require.NotEmpty(t, reservedNode)
 	var events []string
-	k.OnTransition = func(g string, ev AGEvent, _, to AGState) { events = append(events, fmt.Sprintf("%s:%s->%s", g, ev, to)) }
+	k.OnTransition = func(g string, ev AGEvent, _, to AGState) {
+		events = append(events, fmt.Sprintf("%s:%s->%s", g, ev, to))
+	}
 	// The reserved node is replaced by another one.
 	res, err := k.ReplacePhysicalCluster(renameNode(clusterConfig(1, 4, 0), reservedNode, "r0-new"))
 	require.NoError(t, err)
