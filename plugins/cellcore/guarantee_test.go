@@ -1,6 +1,10 @@
 package cellcore
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -129,4 +133,116 @@ func TestRecoveryKeepsALazyDowngrade(t *testing.T) {
 	require.Equal(t, Preempt, d.Kind, d.Reason)
 	require.Empty(t, d.Downgraded)
 	mustCheck(t, k2)
+}
+
+// TestGuaranteeAfterPhysicalChanges: the VC guarantee holds after each of a
+// sequence of applied physical cluster changes (a rack added, a free node
+// of a VC's bound rack replaced, a free rack removed, a T4 node added and
+// another reshaped): every group the oracle (guaranteeFits) says fits its
+// VC is placed or preempts, never waits, and the VCs' running groups keep
+// their cells throughout.
+func TestGuaranteeAfterPhysicalChanges(t *testing.T) {
+	cfg := clusterConfig(2, 4, 1)
+	k := newHealthyCore(t, cfg)
+	for _, s := range []VirtualClusterSpec{vcSpec("vc1", "V100-RACK", 1), vcSpec("vc2", "V100-NODE", 2), vcSpec("vc3", "T4-NODE", 1)} {
+		_, err := k.SetVirtualCluster(s)
+		require.NoError(t, err)
+	}
+	// vc1's rack half used, vc2 one node, opportunistic work on the rest.
+	vcPlace(t, k, ag("run1", "vc1", 1, 2, 8))
+	vcPlace(t, k, ag("run2", "vc2", 1, 1, 8))
+	opp := ag("opp", "vc3", -1, 1, 4)
+	opp.LeafCellType = "T4"
+	vcPlace(t, k, opp)
+	running := map[string]AffinityGroupStatus{}
+	for _, g := range []string{"run1", "run2", "opp"} {
+		running[g], _ = k.AffinityGroupStatus(g)
+	}
+	rackOf := func(g string) string { return strings.SplitN(running[g].Pods[0].Node, "-", 2)[0] }
+	// A free node of run1's rack, replaced below.
+	used := map[string]bool{}
+	for _, st := range running {
+		for _, p := range st.Pods {
+			used[p.Node] = true
+		}
+	}
+	var freeInBound string
+	for j := 0; j < 4; j++ {
+		if n := fmt.Sprintf("%s-n%d", rackOf("run1"), j); !used[n] {
+			freeInBound = n
+			break
+		}
+	}
+	require.NotEmpty(t, freeInBound)
+
+	check := func(step string) {
+		t.Helper()
+		mustCheck(t, k)
+		for g, want := range running {
+			st, ok := k.AffinityGroupStatus(g)
+			require.True(t, ok)
+			require.Equal(t, want, st, "%s: group %s keeps its cells", step, g)
+		}
+		checked := 0
+		for _, vc := range []string{"vc1", "vc2", "vc3"} {
+			for pods := int32(1); pods <= 4; pods++ {
+				for _, leaves := range []int32{1, 2, 4, 8} {
+					s := ag(fmt.Sprintf("probe-%s-%dx%d", vc, pods, leaves), vc, 5, pods, leaves)
+					if vc == "vc3" {
+						s.LeafCellType = "T4"
+					}
+					v := k.guaranteeFits(s)
+					d, err := k.Schedule(s)
+					if err != nil {
+						require.False(t, v.fits, "%s: %s refused although it fits: %v", step, s.Name, err)
+						continue
+					}
+					if v.fits {
+						checked++
+						require.NotEqual(t, Wait, d.Kind, "%s: guarantee broken for %s: %s (%s)", step, s.Name, d.Reason, v.why)
+					}
+					_, err = k.DeleteAffinityGroup(s.Name)
+					require.NoError(t, err)
+					mustCheck(t, k)
+				}
+			}
+		}
+		require.NotZero(t, checked, step)
+	}
+	apply := func(step string, cfg Config) {
+		t.Helper()
+		res, err := k.ReplacePhysicalCluster(cfg)
+		require.NoError(t, err)
+		require.True(t, res.Applied, "%s: %+v", step, res)
+		for _, n := range res.AddedNodes {
+			require.NoError(t, k.SetNodeHealth(n, NodeHealthy))
+		}
+		check(step)
+	}
+	check("start")
+	cfg = withRack(cfg, "rack2", "r2-n0", "r2-n1", "r2-n2", "r2-n3")
+	apply("rack added", cfg)
+	cfg = renameNode(cfg, freeInBound, rackOf("run1")+"-new")
+	apply("free node of a bound rack replaced", cfg)
+	st, _ := k.VirtualClusterStatus("vc1")
+	require.Equal(t, int32(1), st.Cells[0].Bound, "vc1's rack stays bound")
+	for _, r := range []string{"rack0", "rack1", "rack2"} {
+		if r != "rack"+rackOf("run1")[1:] && r != "rack"+rackOf("run2")[1:] {
+			cfg = withoutTop(cfg, r)
+			break
+		}
+	}
+	apply("free rack removed", cfg)
+	cfg.PhysicalCells = append(cfg.PhysicalCells, PhysicalCellSpec{CellType: "T4-NODE", CellAddress: "t4-1"})
+	apply("T4 node added", cfg)
+	// The T4 node opp does not use becomes a 2-device node of its own chain.
+	cfg.CellTypes = maps.Clone(cfg.CellTypes)
+	cfg.CellTypes["T4X2-NODE"] = CellTypeSpec{ChildCellType: "T4", ChildCellNumber: 2, IsNodeLevel: true}
+	cfg.PhysicalCells = slices.Clone(cfg.PhysicalCells)
+	for i, c := range cfg.PhysicalCells {
+		if c.CellType == "T4-NODE" && c.CellAddress != running["opp"].Pods[0].Node {
+			cfg.PhysicalCells[i].CellType = "T4X2-NODE"
+		}
+	}
+	apply("T4 node reshaped", cfg)
 }

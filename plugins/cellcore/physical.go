@@ -3,7 +3,6 @@ package cellcore
 import (
 	"fmt"
 	"sort"
-	"strings"
 )
 
 // Changing the physical cluster at run time (issue 25: the cluster derived
@@ -99,8 +98,8 @@ func (k *Core) ReplacePhysicalCluster(cfg Config) (PhysicalChangeResult, error) 
 // k (nor the groups and VCs k owns); commit moves n's cells into k.
 type replacement struct {
 	k, n *Core
-	// nodes pairs every node of both models with its leaves: old leaf ->
-	// new leaf (those that stay the same).
+	// leafMap: old leaf -> the same leaf in n; pairs: every node of both
+	// models with its leaves so paired.
 	leafMap map[*Cell]*Cell
 	pairs   []nodePair
 	// changed: nodes of both models whose cells differ (their marks are
@@ -282,7 +281,8 @@ func sortedRoots(p *pool) []*Cell {
 // added, removed and changed ones.
 func (r *replacement) pairNodes(res *PhysicalChangeResult) {
 	k, n := r.k, r.n
-	r.leafMap = make(map[*Cell]*Cell, len(k.nodes)*8)
+	r.pairs = make([]nodePair, 0, len(n.nodes))
+	r.leafMap = make(map[*Cell]*Cell, k.leafCells)
 	r.changed = map[string]bool{}
 	for name, on := range k.nodes {
 		nn := n.nodes[name]
@@ -290,20 +290,29 @@ func (r *replacement) pairNodes(res *PhysicalChangeResult) {
 			res.RemovedNodes = append(res.RemovedNodes, name)
 			continue
 		}
-		if nodeShape(on) != nodeShape(nn) {
-			r.changed[name] = true
-			res.ChangedNodes = append(res.ChangedNodes, name)
-		}
+		// The node is the same when each chain's node cell is where it was
+		// with the same cells below.
+		same := len(on.cells) == len(nn.cells)
 		np := nodePair{old: on, new: nn}
+		leaves := 0
+		for _, oc := range on.cells {
+			leaves += int(oc.leafCount)
+		}
+		np.leaves = make([][2]*Cell, 0, leaves)
 		for _, oc := range on.cells {
 			nc := r.counterpart(oc)
 			if nc == nil {
+				same = false
 				continue
 			}
-			pairLeaves(oc, nc, func(ol, nl *Cell) {
+			same = pairLeaves(oc, nc, func(ol, nl *Cell) {
 				np.leaves = append(np.leaves, [2]*Cell{ol, nl})
 				r.leafMap[ol] = nl
-			})
+			}) && sameAbove(oc, nc) && same
+		}
+		if !same {
+			r.changed[name] = true
+			res.ChangedNodes = append(res.ChangedNodes, name)
 		}
 		r.pairs = append(r.pairs, np)
 	}
@@ -320,50 +329,43 @@ func (r *replacement) pairNodes(res *PhysicalChangeResult) {
 	sort.Slice(r.pairs, func(i, j int) bool { return r.pairs[i].new.name < r.pairs[j].new.name })
 }
 
-// nodeShape describes a node's cells: each chain's node cell by its ID (its
-// place above) and the addresses below it. Equal shapes are the same cells.
-func nodeShape(nd *node) string {
-	cells := append([]*Cell(nil), nd.cells...)
-	sort.Slice(cells, func(i, j int) bool { return cells[i].chain.name < cells[j].chain.name })
-	var b strings.Builder
-	var walk func(c *Cell)
-	walk = func(c *Cell) {
-		b.WriteString(c.chain.levelType[c.level])
-		b.WriteByte(':')
-		b.WriteString(c.address)
-		if len(c.children) > 0 {
-			b.WriteByte('(')
-			for _, x := range c.children {
-				walk(x)
-				b.WriteByte(',')
-			}
-			b.WriteByte(')')
+// sameAbove: the cells above node cells oc (old) and nc (new) have the
+// same types and addresses, up to the top: the node sits where it did.
+func sameAbove(oc, nc *Cell) bool {
+	o, n := oc.parent, nc.parent
+	for ; o != nil && n != nil; o, n = o.parent, n.parent {
+		if o.address != n.address || o.level != n.level || o.leafCount != n.leafCount || o.chain.levelType[o.level] != n.chain.levelType[n.level] {
+			return false
 		}
 	}
-	for _, c := range cells {
-		b.WriteString(c.ID())
-		b.WriteByte('{')
-		walk(c)
-		b.WriteString("}")
-	}
-	return b.String()
+	return o == nil && n == nil
 }
 
 // pairLeaves calls fn for each leaf below old cell oc that has a counterpart
-// below new cell nc (same address path), in nc's order.
-func pairLeaves(oc, nc *Cell, fn func(ol, nl *Cell)) {
+// below new cell nc (same address path), in nc's order. It reports whether
+// the two subtrees are the same cells (every cell paired, with its type).
+func pairLeaves(oc, nc *Cell, fn func(ol, nl *Cell)) bool {
 	if oc.isLeaf() || nc.isLeaf() {
 		if oc.isLeaf() && nc.isLeaf() {
 			fn(oc, nc)
+			return oc.chain.leafType == nc.chain.leafType
 		}
-		return
+		return false
 	}
+	same := len(oc.children) == len(nc.children) && oc.chain.levelType[oc.level] == nc.chain.levelType[nc.level]
 	for i, x := range nc.children {
 		addr, ord := addressOrdinal(nc.children, i)
-		if o := childAt(oc.children, addr, ord); o != nil && o.level == x.level {
-			pairLeaves(o, x, fn)
+		o := childAt(oc.children, addr, ord)
+		if o != nil && indexOf(oc.children, o) != i {
+			same = false // the same cells in another order
+		}
+		if o != nil && o.level == x.level {
+			same = pairLeaves(o, x, fn) && same
+		} else {
+			same = false
 		}
 	}
+	return same
 }
 
 // addressOrdinal is the address of sibs[i] and how many siblings before it
@@ -626,5 +628,19 @@ func (r *replacement) commit() {
 	}
 	for _, v := range r.victims {
 		k.maybeCancelBeingPreempted(v)
+	}
+	// A VC's cell is unbound when its last guaranteed leaf goes (finish):
+	// the cells a cancelled preemptor had bound and reserved came over
+	// bound but hold nothing now.
+	for _, ch := range k.chainOrder {
+		for _, p := range ch.vcPools {
+			for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+				for _, root := range p.roots.buckets[key] {
+					if root.guarLeaves == 0 && !root.doomed {
+						k.unbindCandidates = append(k.unbindCandidates, root)
+					}
+				}
+			}
+		}
 	}
 }

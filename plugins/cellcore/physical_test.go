@@ -160,6 +160,7 @@ func TestReplacePhysicalClusterIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Placed, d.Kind, d.Reason)
 	mustCheck(t, k)
+	require.Equal(t, []string{"b1:e4->Deleted", "b2:e2->Allocated"}, events, "the hook carried over")
 }
 
 // withNodes is busyConfig with a fourth rack of nodes (added) and/or a T4
@@ -379,33 +380,38 @@ func TestReplacePhysicalClusterRemoveFree(t *testing.T) {
 }
 
 // A preemptor whose reserved cells vanish goes back to Pending (AG e5): its
-// victim gets its cells back (cell e4) and is Allocated again (x2).
+// victim gets its cells back (cell e4) and is Allocated again (x2), and the
+// VC's cell it had bound for its other Reserved cells is unbound.
 func TestReplacePhysicalClusterCancelsPreemptor(t *testing.T) {
 	k := newHealthyCore(t, clusterConfig(1, 4, 0))
-	_, err := k.SetVirtualCluster(vcSpec("vc1", "V100-NODE", 2))
+	_, err := k.SetVirtualCluster(vcSpec("vc1", "V100-NODE", 3))
 	require.NoError(t, err)
 	vcPlace(t, k, ag("low", "vc1", 0, 1, 8))
-	// high needs both nodes: one free (Reserved), one low's (Reserving).
-	d, err := k.Schedule(ag("high", "vc1", 5, 2, 8))
+	// high needs three nodes: two free (Reserved), low's (Reserving).
+	d, err := k.Schedule(ag("high", "vc1", 5, 3, 8))
 	require.NoError(t, err)
 	require.Equal(t, Preempt, d.Kind, d.Reason)
 	lowNode := nodeOf(t, k, "low")
-	var reservedNode string
+	var reservedNodes []string
 	for _, l := range k.Snapshot().LeafCells {
-		if l.State == CellReserved {
-			reservedNode = l.Node
+		if l.State == CellReserved && !slices.Contains(reservedNodes, l.Node) {
+			reservedNodes = append(reservedNodes, l.Node)
 		}
 	}
-	require.NotEmpty(t, reservedNode)
+	require.Len(t, reservedNodes, 2)
+	st, _ := k.VirtualClusterStatus("vc1")
+	require.EqualValues(t, 3, st.Cells[0].Bound)
 	var events []string
 	k.OnTransition = func(g string, ev AGEvent, _, to AGState) {
 		events = append(events, fmt.Sprintf("%s:%s->%s", g, ev, to))
 	}
-	// The reserved node is replaced by another one.
-	res, err := k.ReplacePhysicalCluster(renameNode(clusterConfig(1, 4, 0), reservedNode, "r0-new"))
+	// One reserved node is replaced by another one.
+	res, err := k.ReplacePhysicalCluster(renameNode(clusterConfig(1, 4, 0), reservedNodes[0], "r0-new"))
 	require.NoError(t, err)
 	require.True(t, res.Applied, "%+v", res)
 	require.Equal(t, []string{"high"}, res.Cancelled)
+	require.Equal(t, []string{"r0-new"}, res.AddedNodes)
+	require.Equal(t, reservedNodes[:1], res.RemovedNodes)
 	require.Equal(t, []string{"high:e5->Pending", "low:x2->Allocated"}, events)
 	mustCheck(t, k)
 	for _, l := range k.Snapshot().LeafCells {
@@ -416,9 +422,11 @@ func TestReplacePhysicalClusterCancelsPreemptor(t *testing.T) {
 			require.Equal(t, CellFree, l.State)
 		}
 	}
+	st, _ = k.VirtualClusterStatus("vc1")
+	require.EqualValues(t, 1, st.Cells[0].Bound, "only low's node stays bound")
 	// high preempts again on the new cells once r0-new is seen.
 	require.NoError(t, k.SetNodeHealth("r0-new", NodeHealthy))
-	d, err = k.Schedule(ag("high", "vc1", 5, 2, 8))
+	d, err = k.Schedule(ag("high", "vc1", 5, 3, 8))
 	require.NoError(t, err)
 	require.Equal(t, Preempt, d.Kind, d.Reason)
 	mustCheck(t, k)
