@@ -9,7 +9,6 @@ import (
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/cellspec"
-	"github.com/hivesched/hivesched/plugins/dra/dratest"
 )
 
 // TestGuaranteeOnDerivedCluster: the VC guarantee on a derived cluster. VCs
@@ -20,11 +19,7 @@ import (
 // (preempting only opportunistic groups), in random orders, and the core's
 // invariants hold after every step.
 func TestGuaranteeOnDerivedCluster(t *testing.T) {
-	nodes, slices := localCluster()
-	short := dratest.Slice("gpu-c0", v100, 8)
-	short.Spec.Devices = short.Spec.Devices[:7]
-	nodes = append(nodes, node("gpu-c0", rackKey, "rack-c"), node("gpu-x0"))
-	slices = append(slices, short, dratest.Slice("gpu-x0", v100, 8))
+	nodes, slices := fixtureCluster()
 	res, err := Build(opts(rackKey), nodes, slices)
 	require.NoError(t, err)
 
