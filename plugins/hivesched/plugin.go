@@ -113,7 +113,9 @@ var (
 // Name returns the plugin name.
 func (p *HiveSched) Name() string { return Name }
 
-// New builds the cell core from the plugin args, reads the placement signing
+// New builds the cell core from the plugin args (or, with
+// physicalClusterFrom ResourceSlices, from the Nodes and ResourceSlices it
+// lists; topology.go keeps it in step with them), reads the placement signing
 // key, and starts the informers and the status writers. The allocations of
 // running pods are recovered before any scheduling: here, or with leader
 // election when this process starts leading (ensureRecovered).
