@@ -197,6 +197,7 @@ func (m *modelRun) physicalChange(step int) {
 	t := m.t
 	snap := m.k.Snapshot()
 	before := m.fingerprint()
+	idleBefore := idleBoundCells(m.k)
 	cfg, what := m.drawChange(snap)
 	m.stats["phys-"+what]++
 
@@ -328,6 +329,11 @@ func (m *modelRun) physicalChange(step int) {
 	if err := m.k.CheckInvariants(); err != nil {
 		t.Fatalf("step %d, after a physical change (%s): %v", step, what, err)
 	}
+	// A change leaves no VC cell bound that nothing uses, but those the
+	// core had already (a placement can leave some: not the change's).
+	for _, id := range idleBoundCells(m.k) {
+		require.Contains(t, idleBefore, id, "step %d: VC cell bound with no guaranteed leaf after a physical change (%s)", step, what)
+	}
 	m.requeueWaiting(step)
 	if err := m.k.CheckInvariants(); err != nil {
 		t.Fatalf("step %d, after a physical change (%s) and requeueing: %v", step, what, err)
@@ -339,4 +345,25 @@ func nilIfEmpty(s []string) []string {
 		return nil
 	}
 	return s
+}
+
+// idleBoundCells lists the VCs' bound cells (not pinned, not doomed) that
+// no guaranteed leaf uses (finish unbinds those whose last guaranteed leaf
+// went).
+func idleBoundCells(k *Core) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, ch := range k.chainOrder {
+		for _, p := range ch.vcPools {
+			for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
+				for _, r := range p.roots.buckets[key] {
+					if r.guarLeaves == 0 && !r.doomed {
+						out = append(out, r.ID())
+					}
+				}
+			}
+		}
+	}
+	return out
 }

@@ -551,6 +551,37 @@ func (r *replacement) restoreLeaves() {
 				nl.state = CellFree
 			}
 		}
+		if !same {
+			// A device is the device wherever the node's cells put it: a
+			// leaf that is not the same cell (the node moved to another
+			// chain) keeps the health and claim of the device of its leaf
+			// type and index, but no group (its cells are others).
+			paired := make(map[*Cell]bool, len(np.leaves))
+			for _, pr := range np.leaves {
+				paired[pr[1]] = true
+			}
+			for _, nc := range nn.cells {
+				nc.forEachLeaf(func(l *Cell) {
+					if paired[l] {
+						return
+					}
+					for _, oc := range on.cells {
+						if oc.chain.leafType != l.chain.leafType {
+							continue
+						}
+						oc.forEachLeaf(func(ol *Cell) {
+							if ol.index == l.index && !paired[l] {
+								paired[l] = true
+								l.device, l.claimed = ol.device, ol.claimed
+								if l.claimed {
+									nn.claimed++
+								}
+							}
+						})
+					}
+				})
+			}
+		}
 		i := 0
 		for _, nc := range nn.cells {
 			nc.forEachLeaf(func(l *Cell) { n.updateLeaf(l, olds[i]); i++ })
@@ -619,8 +650,16 @@ func (r *replacement) commit() {
 	// Cancelled preemptors: AG e5 (their cells were given back in the
 	// replay: cell e4 to their victims, cell e7 to Free); victims with no
 	// Reserving cell left are Allocated again (x2).
+	var cancelledLeaves []*Cell
 	for _, name := range r.cancelledNames() {
 		g := k.groups[name]
+		for _, pod := range g.placement {
+			for _, c := range pod {
+				if l := r.leafMap[c]; l != nil {
+					cancelledLeaves = append(cancelledLeaves, l)
+				}
+			}
+		}
 		g.placement = nil
 		if err := k.setAGState(g, AGe5); err != nil {
 			k.internalError("cancelling %q: %v", name, err)
@@ -629,18 +668,14 @@ func (r *replacement) commit() {
 	for _, v := range r.victims {
 		k.maybeCancelBeingPreempted(v)
 	}
-	// A VC's cell is unbound when its last guaranteed leaf goes (finish):
-	// the cells a cancelled preemptor had bound and reserved came over
-	// bound but hold nothing now.
-	for _, ch := range k.chainOrder {
-		for _, p := range ch.vcPools {
-			for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
-				for _, root := range p.roots.buckets[key] {
-					if root.guarLeaves == 0 && !root.doomed {
-						k.unbindCandidates = append(k.unbindCandidates, root)
-					}
-				}
-			}
+	// A VC's cell is unbound when its last guaranteed leaf goes (finish's
+	// candidates, queued as leaves change): the cells a cancelled
+	// preemptor had reserved came over Free, so their bound cells are
+	// candidates as cell e7 would have made them. (Other bound cells are
+	// left as they were: everything else carries over.)
+	for _, c := range cancelledLeaves {
+		if root := c.rootAncestor(); root != nil && root.pool.vc != nil && root.pool.pinnedID == "" {
+			k.unbindCandidates = append(k.unbindCandidates, root)
 		}
 	}
 }

@@ -362,6 +362,13 @@ func TestReplacePhysicalClusterRemoveFree(t *testing.T) {
 	d, _ := k.NodeDevicesOf("t4-1")
 	require.EqualValues(t, 1, d.Foreign)
 	// A free T4 node changes shape: 2 devices instead of 4 (its own chain).
+	// Its devices keep their health and claims by index (those that are
+	// left), its unnamed counts stay.
+	d0, _ := k.NodeDevicesOf(free)
+	d0.Devices = []DeviceStatus{{Index: 1, Health: DeviceBad}, {Index: 3, Health: DeviceRetired}}
+	d0.Claimed = refs(0)
+	require.NoError(t, k.SetNodeDevices(free, d0))
+	mustCheck(t, k)
 	cfg.CellTypes = gpuTypes(4)
 	cfg.CellTypes["T4X2-NODE"] = CellTypeSpec{ChildCellType: "T4", ChildCellNumber: 2, IsNodeLevel: true}
 	for i := range cfg.PhysicalCells {
@@ -375,6 +382,10 @@ func TestReplacePhysicalClusterRemoveFree(t *testing.T) {
 	require.Equal(t, []string{free}, res.ChangedNodes)
 	require.Equal(t, []int32{0, 1}, k.NodeDeviceIndices(free))
 	mustCheck(t, k)
+	d1, _ := k.NodeDevicesOf(free)
+	require.Equal(t, []DeviceStatus{{LeafCellType: "T4", Index: 1, Health: DeviceBad}}, d1.Devices)
+	require.Equal(t, []DeviceRef{{LeafCellType: "T4", Index: 0}}, d1.Claimed)
+	require.Equal(t, d0.Foreign, d1.Foreign)
 	st, _ = k.AffinityGroupStatus("g")
 	require.Equal(t, gst, st)
 }
