@@ -36,6 +36,15 @@ const (
 	BindGateFixed = "Fixed"
 )
 
+// Where the physical cluster comes from (HiveSchedArgs.PhysicalClusterFrom).
+const (
+	// PhysicalClusterFromConfig: the args' physicalCluster, written by hand.
+	PhysicalClusterFromConfig = "Config"
+	// PhysicalClusterFromResourceSlices: derived from the Nodes and the DRA
+	// driver's ResourceSlices (plugins/slicetopology; docs/dra.md).
+	PhysicalClusterFromResourceSlices = "ResourceSlices"
+)
+
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // HiveSchedArgs are the arguments of the HiveSched plugin (internal version).
@@ -46,6 +55,15 @@ type HiveSchedArgs struct {
 	// PhysicalCluster describes the cell types and the physical cells
 	// (HiveD's physicalCluster section).
 	PhysicalCluster PhysicalClusterSpec
+
+	// PhysicalClusterFrom: PhysicalClusterFromConfig (PhysicalCluster) or
+	// PhysicalClusterFromResourceSlices (derived at start from the Nodes
+	// and the slices of DRA.Driver, with SliceTopology). "" is Config.
+	PhysicalClusterFrom string
+
+	// SliceTopology shapes the derived physical cluster (ResourceSlices
+	// only); nil: no node group levels.
+	SliceTopology *SliceTopologyArgs
 
 	// PermitWaitingTimeSeconds is how long Permit waits for the whole gang
 	// (affinity group) before rejecting it.
@@ -111,6 +129,14 @@ type DRAArgs struct {
 	// leaf cell i is the device of the node's pool of this driver whose
 	// name ends in i (NVIDIA's gpu-<minor>).
 	Driver string
+}
+
+// SliceTopologyArgs shape the physical cluster derived from ResourceSlices.
+type SliceTopologyArgs struct {
+	// NodeGroupLabels are node label keys, inner level first: each makes
+	// one level of cells above the node, grouping the cells below by the
+	// label's value.
+	NodeGroupLabels []string
 }
 
 // PhysicalClusterSpec is HiveD's physicalCluster configuration.

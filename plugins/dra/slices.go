@@ -233,6 +233,18 @@ func (x *Slices) NodeSlices(node string) []*resourceapi.ResourceSlice {
 	return nil
 }
 
+// NodeNames are the nodes with slices of the driver, sorted.
+func (x *Slices) NodeNames() []string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]string, 0, len(x.nodes))
+	for n := range x.nodes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Devices lists a node's leaf devices by index.
 func (x *Slices) Devices(node string) map[int32]Device {
 	x.mu.RLock()

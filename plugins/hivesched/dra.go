@@ -60,7 +60,7 @@ func (p *HiveSched) onSlice(logger klog.Logger, obj interface{}, deleted bool) {
 // draNode hands a node's DRA inputs to the core: device health from its
 // slices, devices its claims hold. freed: something may have gone free.
 func (p *HiveSched) draNode(logger klog.Logger, node string, freed bool) {
-	changed := p.devices.SetSliceHealth(logger, node, p.dra.SliceHealth(node))
+	changed := p.devices.SetSliceHealth(logger, node, p.sliceHealth(node))
 	changed = p.devices.SetClaimed(logger, node, p.dra.Claimed(node)) || changed
 	if changed {
 		p.vcs.Changed()

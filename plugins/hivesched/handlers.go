@@ -44,6 +44,13 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 		_, _ = f.Resource().V1().ResourceSlices().Informer().AddEventHandler(handle(logger, p.onSlice))
 		_, _ = f.Resource().V1().ResourceClaims().Informer().AddEventHandler(handle(logger, p.onClaim))
 	}
+	if p.topo != nil {
+		nodes, slices := p.topologyHandlers()
+		nodeInf, sliceInf := f.Core().V1().Nodes().Informer(), f.Resource().V1().ResourceSlices().Informer()
+		_, _ = nodeInf.AddEventHandler(nodes)
+		_, _ = sliceInf.AddEventHandler(slices)
+		go p.runTopology(ctx, nodeInf.HasSynced, sliceInf.HasSynced)
+	}
 	p.groups.SetResolver(podrequest.NewResolver(p.resource, lookups))
 	vf.Start(ctx.Done())
 	p.startPodGroupInformer(ctx, logger)
@@ -310,6 +317,7 @@ func (p *HiveSched) onVC(logger klog.Logger, obj interface{}, deleted bool) {
 	if !deleted {
 		if !p.vcs.Refresh(vc) { // unless only its status changed
 			p.applyVC(logger, vc)
+			p.topo.kickIfRefused() // a change of the physical cluster may fit it now
 		}
 		return
 	}
@@ -322,6 +330,7 @@ func (p *HiveSched) onVC(logger klog.Logger, obj interface{}, deleted bool) {
 		p.downgraded(logger, g, vcNote(g, vc.Name, "was deleted"))
 	}
 	p.vcs.Changed()
+	p.topo.kickIfRefused()
 }
 
 // applyVC hands a VC's spec to the core. A spec the cluster cannot host is

@@ -25,6 +25,7 @@ package hivesched
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -66,11 +67,11 @@ type HiveSched struct {
 	core   *cellcore.Core
 
 	// Settings, from the args and the profile.
-	resource      v1.ResourceName     // the leaf cell resource pods request
-	permitTimeout time.Duration       // how long Permit waits for a whole gang
-	schedulerName string              // the profile: pods of other schedulers are not ours
-	cellTypes     cellspec.CellTypes  // what the cell type hierarchy says of a request
-	vcClient      versioned.Interface // VirtualClusters and AffinityGroups (informers, recovery)
+	resource      v1.ResourceName                    // the leaf cell resource pods request
+	permitTimeout time.Duration                      // how long Permit waits for a whole gang
+	schedulerName string                             // the profile: pods of other schedulers are not ours
+	cellTypes     atomic.Pointer[cellspec.CellTypes] // what the cell type hierarchy says of a request (replaced with the physical cluster)
+	vcClient      versioned.Interface                // VirtualClusters and AffinityGroups (informers, recovery)
 
 	groups   *groupindex.Index         // the member pods of every group, and their requests
 	vcs      *virtualclusters.Registry // VirtualClusters: the core's VCs, admission, status
@@ -88,6 +89,7 @@ type HiveSched struct {
 	eventLog *inspect.EventLog         // recent preemptions and downgrades, for the dashboard (nil: inspect API off)
 	dra      *dra.State                // GPU claims (DRA), nil without GPU DeviceClasses (plugins/dra, dra.go)
 	writes   *selfcheck.Writes         // the outcome of the scheduler's own writes (selfcheck.go)
+	topo     *sliceTopo                // the physical cluster kept in step with the ResourceSlices, nil with physicalClusterFrom Config (topology.go)
 }
 
 var (
@@ -111,7 +113,9 @@ var (
 // Name returns the plugin name.
 func (p *HiveSched) Name() string { return Name }
 
-// New builds the cell core from the plugin args, reads the placement signing
+// New builds the cell core from the plugin args (or, with
+// physicalClusterFrom ResourceSlices, from the Nodes and ResourceSlices it
+// lists; topology.go keeps it in step with them), reads the placement signing
 // key, and starts the informers and the status writers. The allocations of
 // running pods are recovered before any scheduling: here, or with leader
 // election when this process starts leading (ensureRecovered).
@@ -120,8 +124,20 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if !ok {
 		return nil, fmt.Errorf("%s: args of type %T, want *HiveSchedArgs (is apis/config/scheme imported?)", Name, obj)
 	}
-	if err := validation.ValidateHiveSchedArgs(nil, args); err != nil {
+	var err error
+	if err = validation.ValidateHiveSchedArgs(nil, args); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	var topo *sliceTopo
+	if args.PhysicalClusterFrom == config.PhysicalClusterFromResourceSlices {
+		// The derived cells replace the (empty) physicalCluster in a copy:
+		// the framework's args stay as configured.
+		args = args.DeepCopy()
+		var in topoInputs
+		if in, args.PhysicalCluster, err = listTopology(ctx, args, h.ClientSet()); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+		topo = newSliceTopo(args, in, args.PhysicalCluster)
 	}
 	core, err := cellcore.New(cellspec.Config(args.PhysicalCluster))
 	if err != nil {
@@ -145,7 +161,6 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		core:          core,
 		resource:      resource,
 		permitTimeout: time.Duration(args.PermitWaitingTimeSeconds) * time.Second,
-		cellTypes:     cellspec.NewCellTypes(args.PhysicalCluster),
 		vcClient:      vcClient,
 		groups:        groupindex.New(resource),
 		devices:       devices.New(core, resource),
@@ -155,6 +170,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		cycles: podGroupCycles{holds: newGroupHolds()},
 		dra:    newDRA(args, h),
 		writes: selfcheck.New(),
+		topo:   topo,
 	}
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
@@ -170,7 +186,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		Recovered: p.recovery.Done, TimedOut: p.pendingTimedOut})
 	p.victims = binding.NewEvictor(ctx, p.deleter.Delete, p.stillVictim)
 	p.binds.evictor = binding.NewEvictor(ctx, p.deleter.Delete, p.stillGivenUp)
-	p.cellTypes.WarnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
+	cellTypes := cellspec.NewCellTypes(args.PhysicalCluster)
+	p.cellTypes.Store(&cellTypes)
+	cellTypes.WarnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)
 
 	if p.signer, err = placement.LoadSigner(ctx, h.ClientSet()); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)

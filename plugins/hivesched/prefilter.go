@@ -70,7 +70,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	p.releaseOtherCycles(klog.FromContext(ctx), pgCycle)
 	req, err := p.request(pod)
 	if err == nil && req != nil {
-		err = p.cellTypes.CheckLeafCellType(req.Group.LeafCellType)
+		err = p.cellTypes.Load().CheckLeafCellType(req.Group.LeafCellType)
 	}
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())

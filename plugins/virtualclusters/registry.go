@@ -40,8 +40,12 @@ type Registry struct {
 }
 
 type entry struct {
-	obj       *hv1.VirtualCluster
-	rejected  string    // why the core refused the spec, or ""
+	obj      *hv1.VirtualCluster
+	rejected string // why the core refused the spec, or ""
+	// physical: why a change of the physical cluster (derived from
+	// ResourceSlices) that this VC would not fit waits, or "". The core
+	// still holds the spec, on the cells it had (SetPhysicalRejections).
+	physical  string
 	applied   bool      // the core holds the spec
 	lastWrite time.Time // of its status, for the writer's rate limit
 }
@@ -129,7 +133,7 @@ func (r *Registry) States(name string) map[string]string {
 		if st == "" {
 			st = string(hv1.VirtualClusterActive)
 		}
-		if e.rejected != "" {
+		if e.rejected != "" || e.physical != "" {
 			st = string(hv1.VirtualClusterRejected)
 		}
 		out[n] = st
@@ -182,4 +186,40 @@ func (r *Registry) Remove(name string) (cellcore.VCChangeResult, error) {
 	delete(r.vcs, name)
 	r.mu.Unlock()
 	return r.core.RemoveVirtualCluster(name)
+}
+
+// SetPhysicalRejections marks the VCs a refused change of the physical
+// cluster would not fit (name: why), and clears the mark of every other VC.
+// Their status says Rejected (DoesNotFit) with that message while the
+// change waits. The core keeps them on the cells they had, so they are not
+// refused new groups (Admits): only the change is held back. It reports
+// whether any mark changed.
+func (r *Registry) SetPhysicalRejections(reasons map[string]string) bool {
+	r.mu.Lock()
+	changed := false
+	for name, e := range r.vcs {
+		if e.physical != reasons[name] {
+			e.physical = reasons[name]
+			changed = true
+		}
+	}
+	r.mu.Unlock()
+	if changed {
+		r.Changed()
+	}
+	return changed
+}
+
+// RejectedObjects are the VCs whose spec the core refused, to apply again
+// when the physical cluster grew.
+func (r *Registry) RejectedObjects() []*hv1.VirtualCluster {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*hv1.VirtualCluster
+	for _, e := range r.vcs {
+		if e.rejected != "" {
+			out = append(out, e.obj)
+		}
+	}
+	return out
 }

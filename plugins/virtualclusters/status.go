@@ -47,7 +47,11 @@ func (r *Registry) writeStatuses(ctx context.Context, logger klog.Logger, now ti
 	for _, e := range r.vcs {
 		entries = append(entries, e)
 		objs = append(objs, e.obj)
-		rejected = append(rejected, e.rejected)
+		why := e.rejected
+		if why == "" {
+			why = e.physical
+		}
+		rejected = append(rejected, why)
 		last = append(last, e.lastWrite)
 	}
 	r.mu.Unlock()

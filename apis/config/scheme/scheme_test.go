@@ -104,14 +104,15 @@ profiles:
 				},
 			}},
 		},
-		PermitWaitingTimeSeconds:      30,                // explicitly set
-		StatusUpdateIntervalSeconds:   5,                 // defaulted
-		VictimGracePeriodSeconds:      30,                // defaulted
-		MaxBindingPods:                128,               // defaulted
-		BindGate:                      "Adaptive",        // defaulted
-		MinBindingPods:                8,                 // defaulted
-		MaxBindAttempts:               3,                 // defaulted
-		InspectBindAddress:            "127.0.0.1:10262", // defaulted
+		PhysicalClusterFrom:           config.PhysicalClusterFromConfig, // defaulted
+		PermitWaitingTimeSeconds:      30,                               // explicitly set
+		StatusUpdateIntervalSeconds:   5,                                // defaulted
+		VictimGracePeriodSeconds:      30,                               // defaulted
+		MaxBindingPods:                128,                              // defaulted
+		BindGate:                      "Adaptive",                       // defaulted
+		MinBindingPods:                8,                                // defaulted
+		MaxBindAttempts:               3,                                // defaulted
+		InspectBindAddress:            "127.0.0.1:10262",                // defaulted
 		LeafCellResourceName:          "nvidia.com/gpu",
 		AffinityGroupStatus:           true,
 		AffinityGroupRetentionSeconds: 600,
@@ -134,6 +135,7 @@ profiles:
 `)
 	require.NoError(t, err)
 	assert.Equal(t, &config.HiveSchedArgs{
+		PhysicalClusterFrom:           config.PhysicalClusterFromConfig,
 		PermitWaitingTimeSeconds:      60,
 		StatusUpdateIntervalSeconds:   5,
 		VictimGracePeriodSeconds:      30,
@@ -189,4 +191,33 @@ profiles:
 	require.NoError(t, err)
 	assert.Equal(t, config.DRAArgs{GPUDeviceClasses: []string{}, Driver: "gpu.example.com"}, hiveSchedArgs(t, cfg, "a").DRA)
 	assert.Equal(t, config.DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com", "gpu-big.example.com"}, Driver: "gpu.nvidia.com"}, hiveSchedArgs(t, cfg, "b").DRA)
+}
+
+// TestDecodePhysicalClusterFrom: the mode defaults to Config, and
+// ResourceSlices decodes with its sliceTopology and no physicalCluster.
+func TestDecodePhysicalClusterFrom(t *testing.T) {
+	cfg, err := decode(t, `
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: a
+  pluginConfig:
+  - name: HiveSched
+    args:
+      physicalClusterFrom: ResourceSlices
+      sliceTopology:
+        nodeGroupLabels: [nvidia.com/gpu.clique, topology.kubernetes.io/rack]
+- schedulerName: b
+  pluginConfig:
+  - name: HiveSched
+    args: {}
+`)
+	require.NoError(t, err)
+	a := hiveSchedArgs(t, cfg, "a")
+	assert.Equal(t, config.PhysicalClusterFromResourceSlices, a.PhysicalClusterFrom)
+	assert.Equal(t, &config.SliceTopologyArgs{NodeGroupLabels: []string{"nvidia.com/gpu.clique", "topology.kubernetes.io/rack"}}, a.SliceTopology)
+	assert.Equal(t, config.PhysicalClusterSpec{}, a.PhysicalCluster)
+	b := hiveSchedArgs(t, cfg, "b")
+	assert.Equal(t, config.PhysicalClusterFromConfig, b.PhysicalClusterFrom)
+	assert.Nil(t, b.SliceTopology)
 }

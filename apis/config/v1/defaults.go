@@ -115,6 +115,10 @@ func SetDefaults_HiveSchedArgs(obj *HiveSchedArgs) { //nolint:revive,stylecheck 
 		v := DefaultAffinityGroupRetentionSeconds
 		obj.AffinityGroupRetentionSeconds = &v
 	}
+	if obj.PhysicalClusterFrom == nil || *obj.PhysicalClusterFrom == "" {
+		v := PhysicalClusterFromConfig
+		obj.PhysicalClusterFrom = &v
+	}
 	if obj.DRA == nil {
 		obj.DRA = &DRAArgs{}
 	}

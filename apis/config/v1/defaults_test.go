@@ -47,6 +47,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				AffinityGroupStatus:           ptr.To(true),
 				AffinityGroupRetentionSeconds: ptr.To[int64](600),
 				DRA:                           &DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: ptr.To("gpu.nvidia.com")},
+				PhysicalClusterFrom:           ptr.To("Config"),
 			},
 		},
 		{
@@ -65,6 +66,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				AffinityGroupStatus:           ptr.To(true),
 				AffinityGroupRetentionSeconds: ptr.To[int64](600),
 				DRA:                           &DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: ptr.To("gpu.nvidia.com")},
+				PhysicalClusterFrom:           ptr.To("Config"),
 			},
 		},
 		{
@@ -94,6 +96,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				AffinityGroupStatus:           ptr.To(false),
 				AffinityGroupRetentionSeconds: ptr.To[int64](0),
 				DRA:                           &DRAArgs{GPUDeviceClasses: []string{}, Driver: ptr.To("amd.com")},
+				PhysicalClusterFrom:           ptr.To("Config"),
 			},
 		},
 		{
@@ -117,6 +120,7 @@ func TestSetDefaultsHiveSchedArgs(t *testing.T) {
 				AffinityGroupStatus:           ptr.To(true),
 				AffinityGroupRetentionSeconds: ptr.To[int64](600),
 				DRA:                           &DRAArgs{GPUDeviceClasses: []string{"gpu.nvidia.com"}, Driver: ptr.To("gpu.nvidia.com")},
+				PhysicalClusterFrom:           ptr.To("Config"),
 			},
 		},
 	}

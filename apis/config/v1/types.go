@@ -30,6 +30,15 @@ const (
 	BindGateFixed = "Fixed"
 )
 
+// Where the physical cluster comes from (HiveSchedArgs.PhysicalClusterFrom).
+const (
+	// PhysicalClusterFromConfig: physicalCluster, written by hand.
+	PhysicalClusterFromConfig = "Config"
+	// PhysicalClusterFromResourceSlices: derived from the Nodes and the DRA
+	// driver's ResourceSlices.
+	PhysicalClusterFromResourceSlices = "ResourceSlices"
+)
+
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // HiveSchedArgs are the arguments of the HiveSched plugin, given in
@@ -39,7 +48,24 @@ type HiveSchedArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// PhysicalCluster describes the cell types and the physical cells.
+	// Required with physicalClusterFrom Config, forbidden with
+	// ResourceSlices.
+	// +optional
 	PhysicalCluster PhysicalClusterSpec `json:"physicalCluster"`
+
+	// PhysicalClusterFrom says where the physical cluster comes from:
+	// "Config" (physicalCluster) or "ResourceSlices": derived when the
+	// scheduler starts from the Nodes and the ResourceSlices of dra.driver
+	// (leaf cells the driver's whole GPUs, typed by their productName,
+	// grouped by PCIe root, node, and sliceTopology.nodeGroupLabels;
+	// docs/dra.md, "Topology from ResourceSlices"). Defaults to "Config".
+	// +optional
+	PhysicalClusterFrom *string `json:"physicalClusterFrom,omitempty"`
+
+	// SliceTopology shapes the physical cluster derived from
+	// ResourceSlices; only with physicalClusterFrom ResourceSlices.
+	// +optional
+	SliceTopology *SliceTopologyArgs `json:"sliceTopology,omitempty"`
 
 	// PermitWaitingTimeSeconds is how long Permit waits for the whole gang
 	// (affinity group). Defaults to 60.
@@ -151,6 +177,19 @@ type DRAArgs struct {
 	// pool = node name). Defaults to "gpu.nvidia.com".
 	// +optional
 	Driver *string `json:"driver,omitempty"`
+}
+
+// SliceTopologyArgs shape the physical cluster derived from ResourceSlices.
+type SliceTopologyArgs struct {
+	// NodeGroupLabels are node label keys, inner level first (e.g.
+	// [nvidia.com/gpu.clique, topology.kubernetes.io/rack]). Each makes one
+	// level of cells above the node: the cells below whose nodes share the
+	// label's value (and are of one type) are one cell, whose type is
+	// named "<child type>-<level><count>", the level being the key's name
+	// after its last '.' (rack, clique), and whose topologyKey is the key.
+	// A node without the label is not grouped at that level.
+	// +optional
+	NodeGroupLabels []string `json:"nodeGroupLabels,omitempty"`
 }
 
 // PhysicalClusterSpec is HiveD's physicalCluster configuration.

@@ -22,6 +22,7 @@ package validation
 import (
 	"fmt"
 	"net"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -127,10 +128,45 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 	}
 
 	pcPath := path.Child("physicalCluster")
-	if len(args.PhysicalCluster.CellTypes) == 0 {
+	switch args.PhysicalClusterFrom {
+	case config.PhysicalClusterFromConfig, "":
+		if args.SliceTopology != nil {
+			allErrs = append(allErrs, field.Forbidden(path.Child("sliceTopology"),
+				"only with physicalClusterFrom: ResourceSlices (the physical cluster is physicalCluster)"))
+		}
+		allErrs = append(allErrs, validatePhysicalCluster(pcPath, &args.PhysicalCluster)...)
+	case config.PhysicalClusterFromResourceSlices:
+		// The plugin derives physicalCluster: one written beside would be
+		// ignored or contradict it.
+		if len(args.PhysicalCluster.CellTypes) > 0 || len(args.PhysicalCluster.PhysicalCells) > 0 || len(args.PhysicalCluster.SkuTypes) > 0 {
+			allErrs = append(allErrs, field.Forbidden(pcPath,
+				"must be empty with physicalClusterFrom: ResourceSlices (the cells are derived from the ResourceSlices of dra.driver); remove it, or set physicalClusterFrom: Config"))
+		}
+		if args.SliceTopology != nil {
+			allErrs = append(allErrs, validateSliceTopology(path.Child("sliceTopology"), args.SliceTopology)...)
+		}
+	default:
+		allErrs = append(allErrs, field.NotSupported(path.Child("physicalClusterFrom"), args.PhysicalClusterFrom,
+			[]string{config.PhysicalClusterFromConfig, config.PhysicalClusterFromResourceSlices}))
+	}
+
+	return allErrs.ToAggregate()
+}
+
+// ValidatePhysicalCluster checks that a physical cluster has cells and that
+// its topology keys are node label keys (the cell core checks the rest).
+// path is the physicalCluster field's path; a derived cluster is checked
+// with it too.
+func ValidatePhysicalCluster(path *field.Path, pc *config.PhysicalClusterSpec) error {
+	return validatePhysicalCluster(path, pc).ToAggregate()
+}
+
+func validatePhysicalCluster(pcPath *field.Path, pc *config.PhysicalClusterSpec) field.ErrorList {
+	var allErrs field.ErrorList
+	if len(pc.CellTypes) == 0 {
 		allErrs = append(allErrs, field.Required(pcPath.Child("cellTypes"), "at least one cell type is required"))
 	}
-	for name, t := range args.PhysicalCluster.CellTypes {
+	for name, t := range pc.CellTypes {
 		if t.TopologyKey == "" {
 			continue
 		}
@@ -139,9 +175,53 @@ func ValidateHiveSchedArgs(path *field.Path, args *config.HiveSchedArgs) error {
 			allErrs = append(allErrs, field.Invalid(keyPath, t.TopologyKey, "must be a node label key: "+msg))
 		}
 	}
-	if len(args.PhysicalCluster.PhysicalCells) == 0 {
+	if len(pc.PhysicalCells) == 0 {
 		allErrs = append(allErrs, field.Required(pcPath.Child("physicalCells"), "at least one physical cell is required"))
 	}
+	return allErrs
+}
 
-	return allErrs.ToAggregate()
+// validateSliceTopology: the node group labels are distinct label keys
+// whose level names (the part after the last '.', which names the level's
+// cell types) differ too.
+func validateSliceTopology(path *field.Path, st *config.SliceTopologyArgs) field.ErrorList {
+	var allErrs field.ErrorList
+	keys := map[string]int{}
+	levels := map[string]string{}
+	for i, k := range st.NodeGroupLabels {
+		p := path.Child("nodeGroupLabels").Index(i)
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			for _, msg := range msgs {
+				allErrs = append(allErrs, field.Invalid(p, k, "must be a node label key: "+msg))
+			}
+			continue
+		}
+		if _, dup := keys[k]; dup {
+			allErrs = append(allErrs, field.Duplicate(p, k))
+			continue
+		}
+		keys[k] = i
+		level := LevelName(k)
+		if prev, ok := levels[level]; ok {
+			allErrs = append(allErrs, field.Invalid(p, k, fmt.Sprintf("its level name %q (the key's name after its last '.') is also %s's: the derived cell type names would not say which level they are", level, prev)))
+			continue
+		}
+		levels[level] = k
+	}
+	return allErrs
+}
+
+// LevelName is the name a node group label key gives its level in derived
+// cell type names: the key's name part after its last '.'
+// (topology.kubernetes.io/rack: rack; nvidia.com/gpu.clique: clique).
+// plugins/slicetopology names the levels with it.
+func LevelName(labelKey string) string {
+	name := labelKey
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	return name
 }

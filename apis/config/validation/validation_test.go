@@ -183,6 +183,49 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 			wantErrs: []string{"args.physicalCluster.physicalCells: Required value"},
 		},
 		{
+			name: "physical cluster from ResourceSlices",
+			mutate: func(a *config.HiveSchedArgs) {
+				a.PhysicalClusterFrom = config.PhysicalClusterFromResourceSlices
+				a.PhysicalCluster = config.PhysicalClusterSpec{}
+				a.SliceTopology = &config.SliceTopologyArgs{NodeGroupLabels: []string{"nvidia.com/gpu.clique", "topology.kubernetes.io/rack"}}
+			},
+		},
+		{
+			name: "ResourceSlices without sliceTopology",
+			mutate: func(a *config.HiveSchedArgs) {
+				a.PhysicalClusterFrom = config.PhysicalClusterFromResourceSlices
+				a.PhysicalCluster = config.PhysicalClusterSpec{}
+			},
+		},
+		{
+			name:     "ResourceSlices with a physicalCluster",
+			mutate:   func(a *config.HiveSchedArgs) { a.PhysicalClusterFrom = config.PhysicalClusterFromResourceSlices },
+			wantErrs: []string{"args.physicalCluster: Forbidden: must be empty with physicalClusterFrom: ResourceSlices"},
+		},
+		{
+			name:     "sliceTopology with Config",
+			mutate:   func(a *config.HiveSchedArgs) { a.SliceTopology = &config.SliceTopologyArgs{} },
+			wantErrs: []string{"args.sliceTopology: Forbidden: only with physicalClusterFrom: ResourceSlices"},
+		},
+		{
+			name:     "unknown physicalClusterFrom",
+			mutate:   func(a *config.HiveSchedArgs) { a.PhysicalClusterFrom = "Slices" },
+			wantErrs: []string{`args.physicalClusterFrom: Unsupported value: "Slices": supported values: "Config", "ResourceSlices"`},
+		},
+		{
+			name: "bad node group labels",
+			mutate: func(a *config.HiveSchedArgs) {
+				a.PhysicalClusterFrom = config.PhysicalClusterFromResourceSlices
+				a.PhysicalCluster = config.PhysicalClusterSpec{}
+				a.SliceTopology = &config.SliceTopologyArgs{NodeGroupLabels: []string{"topology.kubernetes.io/rack", "bad key!", "topology.kubernetes.io/rack", "example.com/rack"}}
+			},
+			wantErrs: []string{
+				`args.sliceTopology.nodeGroupLabels[1]: Invalid value: "bad key!": must be a node label key`,
+				`args.sliceTopology.nodeGroupLabels[2]: Duplicate value: "topology.kubernetes.io/rack"`,
+				`args.sliceTopology.nodeGroupLabels[3]: Invalid value: "example.com/rack": its level name "rack" (the key's name after its last '.') is also topology.kubernetes.io/rack's`,
+			},
+		},
+		{
 			name: "all errors are reported together",
 			mutate: func(a *config.HiveSchedArgs) {
 				*a = config.HiveSchedArgs{}
