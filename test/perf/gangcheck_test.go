@@ -127,7 +127,7 @@ func watchGangs(tCtx ktesting.TContext) error {
 		}
 		tCtx.Logf("gang check: %d gangs, %d whole, %d unbound, %d partly bound; bind spread p50 %.0f ms, p99 %.0f ms, max %.0f ms",
 			r.Gangs, r.Whole, r.Unbound, r.Partial, r.BindSpreadP50Ms, r.BindSpreadP99Ms, r.BindSpreadMaxMs)
-		if contender(r.Workload) == claimsContender {
+		if c := contender(r.Workload); c == claimsContender || c == inTreeClaimsContender {
 			c, err := checkClaims(tCtx)
 			if err != nil {
 				tCtx.Errorf("claims check: %v", err)
@@ -216,9 +216,10 @@ type claimsCheck struct {
 	problems        []string // the first few
 }
 
-// checkClaims checks, for the HiveSchedClaims contender, that every bound
-// gang pod's GPU claim (the one its spec names, or the one made from its
-// template that its status names) is allocated, by HiveSched, with
+// checkClaims checks, for the HiveSchedClaims and GangSchedulingClaims
+// contenders, that every bound gang pod's GPU claim (the one its spec
+// names, or the one made from its template that its status names) is
+// allocated (by HiveSched, or by the in-tree DynamicResources) with
 // devices of driver gpu.nvidia.com from the pool of the pod's node.
 func checkClaims(tCtx ktesting.TContext) (claimsCheck, error) {
 	var c claimsCheck

@@ -352,8 +352,13 @@ func renderReport(results map[string]*result, gangs map[string][]gangReport) str
 
 // claimsContender is the contender whose gang pods get their GPUs through
 // ResourceClaims (DRA) that HiveSched allocates; its baseline is HiveSched
-// on the same workload, whose pods ask for nvidia.com/gpu.
-const claimsContender = "HiveSchedClaims"
+// on the same workload, whose pods ask for nvidia.com/gpu. The in-tree
+// pair, GangSchedulingClaims against GangScheduling, is what claims cost
+// Kubernetes' own DynamicResources on the same slices: the reference.
+const (
+	claimsContender       = "HiveSchedClaims"
+	inTreeClaimsContender = "GangSchedulingClaims"
+)
 
 // renderClaimsReport is the cost of GPU claims: per workload that has both
 // HiveSchedClaims and HiveSched, their average throughputs (median runs)
@@ -361,7 +366,8 @@ const claimsContender = "HiveSchedClaims"
 // HiveSched run of the same round (-count repeats the whole benchmark, so
 // run i of one case and run i of the other ran one after the other), and
 // the claims check of each run (bound pods / their claims allocated on
-// their nodes). Empty when no workload has both.
+// their nodes), and the in-tree pair's ratio where it ran. Empty when no
+// workload has both.
 func renderClaimsReport(results map[string]*result, gangs map[string][]gangReport) string {
 	var workloads []string
 	for _, r := range results {
@@ -381,8 +387,8 @@ func renderClaimsReport(results map[string]*result, gangs map[string][]gangRepor
 	}
 	var b strings.Builder
 	b.WriteString("GPU claims (DRA): HiveSchedClaims (GPUs through ResourceClaims HiveSched allocates) against HiveSched (nvidia.com/gpu), throughput avg:\n\n")
-	b.WriteString("| workload | HiveSched (pods/s) | HiveSchedClaims (pods/s) | HiveSchedClaims / HiveSched | per run | bound pods / claims allocated on their node, per run |\n")
-	b.WriteString("|---|---:|---:|---:|---|---|\n")
+	b.WriteString("| workload | HiveSched (pods/s) | HiveSchedClaims (pods/s) | HiveSchedClaims / HiveSched | per run | bound pods / claims allocated on their node, per run | in-tree: GangSchedulingClaims / GangScheduling |\n")
+	b.WriteString("|---|---:|---:|---:|---|---|---:|\n")
 	for _, w := range workloads {
 		claims, base := results[w+"_"+claimsContender], results[w+"_HiveSched"]
 		ratio := "-"
@@ -408,7 +414,13 @@ func renderClaimsReport(results map[string]*result, gangs map[string][]gangRepor
 		if len(checked) > 0 {
 			claimCheck = strings.Join(checked, "; ")
 		}
-		fmt.Fprintf(&b, "| %s | %.1f%s | %.1f%s | %s | %s | %s |\n", w, avg(base.median()), base.spread(), avg(claims.median()), claims.spread(), ratio, perRun, claimCheck)
+		inTree := "-"
+		if ic, ib := results[w+"_"+inTreeClaimsContender], results[w+"_GangScheduling"]; ic != nil && ib != nil {
+			if c, g := avg(ic.median()), avg(ib.median()); c > 0 && g > 0 {
+				inTree = fmt.Sprintf("%.1f / %.1f = %.2f", c, g, c/g)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %.1f%s | %.1f%s | %s | %s | %s | %s |\n", w, avg(base.median()), base.spread(), avg(claims.median()), claims.spread(), ratio, perRun, claimCheck, inTree)
 	}
 	return b.String()
 }
@@ -500,13 +512,15 @@ func TestGangColumns(t *testing.T) {
 func TestClaimsReport(t *testing.T) {
 	tp := func(v float64) *run { return &run{throughput: map[string]float64{"Average": v}} }
 	results := map[string]*result{
-		"Gangs8x1_500Nodes_HiveSched":       {workload: "Gangs8x1_500Nodes", contender: "HiveSched", runs: []*run{tp(100), tp(200), tp(150)}},
-		"Gangs8x1_500Nodes_HiveSchedClaims": {workload: "Gangs8x1_500Nodes", contender: "HiveSchedClaims", runs: []*run{tp(90), tp(120), tp(180)}},
-		"Gangs4x8_500Nodes_HiveSched":       {workload: "Gangs4x8_500Nodes", contender: "HiveSched", runs: []*run{tp(10)}},
+		"Gangs8x1_500Nodes_HiveSched":            {workload: "Gangs8x1_500Nodes", contender: "HiveSched", runs: []*run{tp(100), tp(200), tp(150)}},
+		"Gangs8x1_500Nodes_HiveSchedClaims":      {workload: "Gangs8x1_500Nodes", contender: "HiveSchedClaims", runs: []*run{tp(90), tp(120), tp(180)}},
+		"Gangs4x8_500Nodes_HiveSched":            {workload: "Gangs4x8_500Nodes", contender: "HiveSched", runs: []*run{tp(10)}},
+		"Gangs8x1_500Nodes_GangScheduling":       {workload: "Gangs8x1_500Nodes", contender: "GangScheduling", runs: []*run{tp(400)}},
+		"Gangs8x1_500Nodes_GangSchedulingClaims": {workload: "Gangs8x1_500Nodes", contender: "GangSchedulingClaims", runs: []*run{tp(300)}},
 	}
 	gangs := map[string][]gangReport{"Gangs8x1_500Nodes_HiveSchedClaims": {{ClaimPods: 2000, ClaimsAllocated: 2000}, {ClaimPods: 2000, ClaimsAllocated: 1999}}}
 	got := renderClaimsReport(results, gangs)
-	want := "| Gangs8x1_500Nodes | 150.0 (100-200) | 120.0 (90-180) | 0.80 | 90 / 100 = 0.90; 120 / 200 = 0.60; 180 / 150 = 1.20 | 2000 / 2000; 2000 / 1999 |"
+	want := "| Gangs8x1_500Nodes | 150.0 (100-200) | 120.0 (90-180) | 0.80 | 90 / 100 = 0.90; 120 / 200 = 0.60; 180 / 150 = 1.20 | 2000 / 2000; 2000 / 1999 | 300.0 / 400.0 = 0.75 |"
 	if !strings.Contains(got, want) || strings.Contains(got, "Gangs4x8") {
 		t.Errorf("claims table:\n%s\nwant the row %q and no Gangs4x8 row", got, want)
 	}
