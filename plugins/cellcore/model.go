@@ -457,20 +457,64 @@ func (k *Core) splitTo(target *Cell) error {
 	if f == nil {
 		return fmt.Errorf("cell %s is not free", target.ID())
 	}
-	k.removeFreeRoot(f)
+	ch := target.chain
+	if target.level < ch.nodeLeveli8() {
+		// Below node level a sibling is a unit of its own in the free
+		// pool's sums (a pod cannot cross a root), not a part of its node:
+		// the sums move root by root.
+		k.removeFreeRoot(f)
+		for x := f; x != target; {
+			x.splitFree = 0 // split now: its children's free roots count
+			next := pathChild(x, target)
+			for _, c := range x.children {
+				if c != next {
+					k.addFreeRoot(c)
+				}
+			}
+			x = next
+		}
+		return nil
+	}
+	// At or above node level the split moves the indexes as removeFreeRoot
+	// and addFreeRoot would, in the same order (a bucket's order decides
+	// among equal cells), but the counters at once: f's roots but target
+	// stay in the free pool, so its sums lose target's leaves and nodes
+	// alone, and every cell above the new roots loses target's free leaves
+	// from splitFree (the cells of the path count the siblings below them:
+	// their free leaves but target's). A binding splits a rack into eight
+	// nodes this way; root by root it summed seven nodes and a rack's
+	// histograms again.
+	fp := ch.freePool
+	fp.roots.remove(f)
+	ch.freeList[f.level].remove(f)
+	f.pool = nil
+	f.splitFree = 0 // a root's, as removeFreeRoot leaves it (target may be f)
 	for x := f; x != target; {
-		x.splitFree = 0 // split now: its children's free roots count
-		var next *Cell
-		for _, ch := range x.children {
-			if ch == target || isAncestor(ch, target) {
-				next = ch
-			} else {
-				k.addFreeRoot(ch)
+		next := pathChild(x, target)
+		for _, c := range x.children {
+			if c != next {
+				c.pool = fp
+				fp.roots.add(c, c.freeLeaves)
+				ch.freeList[c.level].add(c, ch.penalty(c))
 			}
 		}
+		x.splitFree = x.freeLeaves - target.freeLeaves
 		x = next
 	}
+	fp.sums.addRoot(target, -1)
+	for x := f.parent; x != nil; x = x.parent {
+		x.splitFree -= target.freeLeaves
+	}
 	return nil
+}
+
+// pathChild is the child of x on the way down to its descendant target.
+func pathChild(x, target *Cell) *Cell {
+	c := target
+	for c.parent != x {
+		c = c.parent
+	}
+	return c
 }
 
 // releaseToFree returns c to the free pool and merges buddies upward.

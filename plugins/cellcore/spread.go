@@ -283,39 +283,66 @@ func bestFreshNode(x *Cell, need int32) (*Cell, spreadScore) {
 // split that would leave the VCs' unbound cells without backing). It stops
 // at the first cell offering an unused node in an unused rack.
 func (k *Core) spreadFreeCell(p *pool, m int, need int32, avoid *spreadAvoid) (cell, node *Cell, score spreadScore) {
-	s := &k.srch
+	f := spreadFree{k: k, p: p, m: m, need: need, avoid: avoid}
 	ch := p.chain
-	perfect := func() bool { return cell != nil && !score.nodeUsed && !score.rackUsed }
-	var visit func(x *Cell)
-	visit = func(x *Cell) {
-		if perfect() || x.unschedLeaves > 0 || x.freeLeaves < need {
-			return
-		}
-		if int(x.level) > m {
-			for _, c := range x.children {
-				visit(c)
-			}
-			return
-		}
-		y, sc := s.bestSpreadIn(x, need, avoid)
-		if y == nil || (cell != nil && !sc.less(score)) {
-			return
-		}
-		if (x.pool == nil || x.pool.isFree()) && k.canBind(p, x) && !k.splitHurts(p, x) {
-			cell, node, score = x, y, sc
-		}
-	}
-	for h := m; h <= ch.top && !perfect(); h++ {
+	for h := m; h <= ch.top && !f.perfect; h++ {
 		fl := ch.freeList[h]
 		damaged := ch.leafCount[h] + 1
-		for key := fl.next(0); key >= 0 && key < damaged && !perfect(); key = fl.next(key + 1) {
-			for _, f := range fl.buckets[key] {
-				visit(f)
-				if perfect() {
+		for key := fl.next(0); key >= 0 && key < damaged && !f.perfect; key = fl.next(key + 1) {
+			for _, c := range fl.buckets[key] {
+				f.visit(c)
+				if f.perfect {
 					break
 				}
 			}
 		}
 	}
-	return cell, node, score
+	return f.cell, f.node, f.score
+}
+
+// spreadFree is spreadFreeCell's scan: the best cell so far and whether it
+// is perfect (an unused node in an unused rack, where the scan stops). A
+// struct rather than closures over the results: the scan visits every free
+// cell of the level, and the group's own earlier splits add seven a pod.
+type spreadFree struct {
+	k          *Core
+	p          *pool
+	m          int
+	need       int32
+	avoid      *spreadAvoid
+	cell, node *Cell
+	score      spreadScore
+	perfect    bool
+}
+
+func (f *spreadFree) visit(x *Cell) {
+	if f.perfect || x.unschedLeaves > 0 || x.freeLeaves < f.need {
+		return
+	}
+	if f.cell != nil && !f.score.nodeUsed && f.score.free <= f.need && f.avoid.usedRack(x) {
+		// Every node of x is in a rack the spread uses: its best scores
+		// no better than an unused node with need leaves in a used rack,
+		// which the best so far already is (a later cell must score
+		// strictly less). The free cells that the group's own earlier
+		// splits left are all such cells: without this each pod scored
+		// again every sibling of the nodes bound before it.
+		return
+	}
+	if int(x.level) > f.m {
+		for _, c := range x.children {
+			f.visit(c)
+			if f.perfect {
+				return
+			}
+		}
+		return
+	}
+	y, sc := f.k.srch.bestSpreadIn(x, f.need, f.avoid)
+	if y == nil || (f.cell != nil && !sc.less(f.score)) {
+		return
+	}
+	if (x.pool == nil || x.pool.isFree()) && f.k.canBind(f.p, x) && !f.k.splitHurts(f.p, x) {
+		f.cell, f.node, f.score = x, y, sc
+		f.perfect = !sc.nodeUsed && !sc.rackUsed
+	}
 }
