@@ -142,8 +142,11 @@ func (s *search) spread(p *pool, base spreadAvoid) bool {
 	k := s.k
 	s.newAttempt()
 	s.bound = s.bound[:0]
-	avoid := spreadAvoid{nodes: append(s.spreadScratch.nodes[:0], base.nodes...), racks: append(s.spreadScratch.racks[:0], base.racks...)}
-	defer func() { s.spreadScratch = avoid }()
+	// The scratch itself, not a copy: a local that the free-cell scan
+	// points to moved to the heap, one allocation a placement.
+	avoid := &s.spreadScratch
+	avoid.nodes = append(avoid.nodes[:0], base.nodes...)
+	avoid.racks = append(avoid.racks[:0], base.racks...)
 	fail := func() bool {
 		for i := len(s.bound) - 1; i >= 0; i-- {
 			k.unbindRoot(s.bound[i])
@@ -154,7 +157,7 @@ func (s *search) spread(p *pool, base spreadAvoid) bool {
 	ch := p.chain
 	for _, slot := range s.order {
 		need := s.g.slots[slot].leafCellNumber
-		best, score := s.bestSpreadCell(p.roots, need, &avoid)
+		best, score := s.bestSpreadCell(p.roots, need, avoid)
 		if (best == nil || score.nodeUsed) && p.vc != nil && p.pinnedID == "" {
 			// Every bound node with room is taken by the group or its
 			// peers: bind a virtual cell of the VC whose node is better, if
@@ -165,13 +168,13 @@ func (s *search) spread(p *pool, base spreadAvoid) bool {
 				if p.unbound(m) == 0 || ch.leafCount[m] < need {
 					continue
 				}
-				cand, x, sc := k.spreadFreeCell(p, m, need, &avoid)
+				cand, x, sc := k.spreadFreeCell(p, m, need, avoid)
 				if cand == nil {
 					cand = k.bindableFreeCell(p, m)
 					if cand == nil || !k.canBind(p, cand) || k.splitHurts(p, cand) {
 						continue
 					}
-					x, sc = s.bestSpreadIn(cand, need, &avoid)
+					x, sc = s.bestSpreadIn(cand, need, avoid)
 				}
 				if x == nil || (best != nil && !sc.less(score)) {
 					continue
