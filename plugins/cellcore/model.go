@@ -423,17 +423,32 @@ func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where
 // --- buddy free pool ---
 
 func (k *Core) addFreeRoot(c *Cell) {
+	c.chain.freePool.sums.addRoot(c, 1)
+	linkFree(c)
+}
+
+func (k *Core) removeFreeRoot(c *Cell) {
+	c.chain.freePool.sums.addRoot(c, -1)
+	unlinkFree(c)
+}
+
+// linkFree is addFreeRoot but for the free pool's sums (pool.attach
+// without them): a merge or a split that moves the sums at once calls it.
+func linkFree(c *Cell) {
 	ch := c.chain
-	ch.freePool.attach(c)
+	c.pool = ch.freePool
+	ch.freePool.roots.add(c, c.freeLeaves)
 	ch.freeList[c.level].add(c, ch.penalty(c))
 	for x := c.parent; x != nil; x = x.parent {
 		x.splitFree += c.freeLeaves
 	}
 }
 
-func (k *Core) removeFreeRoot(c *Cell) {
+// unlinkFree is removeFreeRoot but for the free pool's sums.
+func unlinkFree(c *Cell) {
 	ch := c.chain
-	ch.freePool.detach(c)
+	ch.freePool.roots.remove(c)
+	c.pool = nil
 	ch.freeList[c.level].remove(c)
 	for x := c.parent; x != nil; x = x.parent {
 		x.splitFree -= c.freeLeaves
@@ -519,7 +534,14 @@ func pathChild(x, target *Cell) *Cell {
 
 // releaseToFree returns c to the free pool and merges buddies upward.
 func (k *Core) releaseToFree(c *Cell) {
-	k.addFreeRoot(c)
+	fp := c.chain.freePool
+	// At or above node level a merged cell's sums are its children's (its
+	// nodes and leaves), so the free pool's sums change by c's alone: they
+	// move once, and the merges move only the indexes and splitFree (a
+	// rack merged back took eight nodes' sums out and its own in).
+	batch := c.level >= c.chain.nodeLeveli8()
+	fp.sums.addRoot(c, 1)
+	linkFree(c)
 	for p := c.parent; p != nil; p = p.parent {
 		for _, ch := range p.children {
 			if ch.pool == nil || !ch.pool.isFree() {
@@ -527,9 +549,15 @@ func (k *Core) releaseToFree(c *Cell) {
 			}
 		}
 		for _, ch := range p.children {
-			k.removeFreeRoot(ch)
+			if !batch {
+				fp.sums.addRoot(ch, -1)
+			}
+			unlinkFree(ch)
 		}
-		k.addFreeRoot(p)
+		if !batch {
+			fp.sums.addRoot(p, 1)
+		}
+		linkFree(p)
 	}
 }
 
