@@ -293,6 +293,11 @@ func (k *Core) spreadFreeCell(p *pool, m int, need int32, avoid *spreadAvoid) (c
 		damaged := ch.leafCount[h] + 1
 		for key := fl.next(0); key >= 0 && key < damaged && !f.perfect; key = fl.next(key + 1) {
 			for _, c := range fl.buckets[key] {
+				// visit's first tests, here without the call: most
+				// free cells fail them.
+				if c.unschedLeaves > 0 || c.freeLeaves < need || f.settled && f.avoid.usedRack(c) {
+					continue
+				}
 				f.visit(c)
 				if f.perfect {
 					break
@@ -316,13 +321,16 @@ type spreadFree struct {
 	cell, node *Cell
 	score      spreadScore
 	perfect    bool
+	// settled: the best so far is an unused node with need leaves (in a
+	// used rack, or it would be perfect): no cell of a used rack beats it.
+	settled bool
 }
 
 func (f *spreadFree) visit(x *Cell) {
 	if f.perfect || x.unschedLeaves > 0 || x.freeLeaves < f.need {
 		return
 	}
-	if f.cell != nil && !f.score.nodeUsed && f.score.free <= f.need && f.avoid.usedRack(x) {
+	if f.settled && f.avoid.usedRack(x) {
 		// Every node of x is in a rack the spread uses: its best scores
 		// no better than an unused node with need leaves in a used rack,
 		// which the best so far already is (a later cell must score
@@ -347,5 +355,6 @@ func (f *spreadFree) visit(x *Cell) {
 	if (x.pool == nil || x.pool.isFree()) && f.k.canBind(f.p, x) && !f.k.splitHurts(f.p, x) {
 		f.cell, f.node, f.score = x, y, sc
 		f.perfect = !sc.nodeUsed && !sc.rackUsed
+		f.settled = !sc.nodeUsed && sc.free <= f.need
 	}
 }
