@@ -170,7 +170,7 @@ func (k *Core) flush() {
 		for i, x := range list {
 			list[i] = nil
 			x.dirty = false
-			if x.level > 1 {
+			if x.level > 1 && !x.maxFreeFromHists() {
 				for j := range x.maxFree {
 					x.maxFree[j] = 0
 				}
@@ -199,6 +199,33 @@ func (k *Core) flush() {
 		}
 		k.dirty[l] = list[:0]
 	}
+}
+
+// maxFreeFromHists sets maxFree of a cell just above node level from its
+// node histogram, without reading its children, when the histogram decides
+// every entry: a node with every leaf free makes each level's most a whole
+// cell of that level, no free node makes it 0. (Either is common: a
+// binding splits a rack whose other nodes are whole, and a full rack.)
+// The entry of the node level itself is the histogram's highest count.
+// Otherwise it returns false and flush reads the children.
+func (x *Cell) maxFreeFromHists() bool {
+	ch := x.chain
+	if int(x.level) != ch.nodeLevel+1 {
+		return false
+	}
+	free, _ := x.nodeHists()
+	whole := len(free) - 1 // a node's leaf count
+	switch {
+	case free[whole] > 0:
+		for j := range x.maxFree {
+			x.maxFree[j] = ch.leafCount[j+1]
+		}
+	case free[0] == int32(len(x.children)):
+		clear(x.maxFree)
+	default:
+		return false
+	}
+	return true
 }
 
 // freeAt is how many free leaves the best level-l cell at or below c has.

@@ -423,17 +423,32 @@ func (b *builder) cell(spec *PhysicalCellSpec, ti *typeInfo, parent *Cell, where
 // --- buddy free pool ---
 
 func (k *Core) addFreeRoot(c *Cell) {
+	c.chain.freePool.sums.addRoot(c, 1)
+	linkFree(c)
+}
+
+func (k *Core) removeFreeRoot(c *Cell) {
+	c.chain.freePool.sums.addRoot(c, -1)
+	unlinkFree(c)
+}
+
+// linkFree is addFreeRoot but for the free pool's sums (pool.attach
+// without them): a merge or a split that moves the sums at once calls it.
+func linkFree(c *Cell) {
 	ch := c.chain
-	ch.freePool.attach(c)
+	c.pool = ch.freePool
+	ch.freePool.roots.add(c, c.freeLeaves)
 	ch.freeList[c.level].add(c, ch.penalty(c))
 	for x := c.parent; x != nil; x = x.parent {
 		x.splitFree += c.freeLeaves
 	}
 }
 
-func (k *Core) removeFreeRoot(c *Cell) {
+// unlinkFree is removeFreeRoot but for the free pool's sums.
+func unlinkFree(c *Cell) {
 	ch := c.chain
-	ch.freePool.detach(c)
+	ch.freePool.roots.remove(c)
+	c.pool = nil
 	ch.freeList[c.level].remove(c)
 	for x := c.parent; x != nil; x = x.parent {
 		x.splitFree -= c.freeLeaves
@@ -457,25 +472,76 @@ func (k *Core) splitTo(target *Cell) error {
 	if f == nil {
 		return fmt.Errorf("cell %s is not free", target.ID())
 	}
-	k.removeFreeRoot(f)
+	ch := target.chain
+	if target.level < ch.nodeLeveli8() {
+		// Below node level a sibling is a unit of its own in the free
+		// pool's sums (a pod cannot cross a root), not a part of its node:
+		// the sums move root by root.
+		k.removeFreeRoot(f)
+		for x := f; x != target; {
+			x.splitFree = 0 // split now: its children's free roots count
+			next := pathChild(x, target)
+			for _, c := range x.children {
+				if c != next {
+					k.addFreeRoot(c)
+				}
+			}
+			x = next
+		}
+		return nil
+	}
+	// At or above node level the split moves the indexes as removeFreeRoot
+	// and addFreeRoot would, in the same order (a bucket's order decides
+	// among equal cells), but the counters at once: f's roots but target
+	// stay in the free pool, so its sums lose target's leaves and nodes
+	// alone, and every cell above the new roots loses target's free leaves
+	// from splitFree (the cells of the path count the siblings below them:
+	// their free leaves but target's). A binding splits a rack into eight
+	// nodes this way; root by root it summed seven nodes and a rack's
+	// histograms again.
+	fp := ch.freePool
+	fp.roots.remove(f)
+	ch.freeList[f.level].remove(f)
+	f.pool = nil
+	f.splitFree = 0 // a root's, as removeFreeRoot leaves it (target may be f)
 	for x := f; x != target; {
-		x.splitFree = 0 // split now: its children's free roots count
-		var next *Cell
-		for _, ch := range x.children {
-			if ch == target || isAncestor(ch, target) {
-				next = ch
-			} else {
-				k.addFreeRoot(ch)
+		next := pathChild(x, target)
+		for _, c := range x.children {
+			if c != next {
+				c.pool = fp
+				fp.roots.add(c, c.freeLeaves)
+				ch.freeList[c.level].add(c, ch.penalty(c))
 			}
 		}
+		x.splitFree = x.freeLeaves - target.freeLeaves
 		x = next
+	}
+	fp.sums.addRoot(target, -1)
+	for x := f.parent; x != nil; x = x.parent {
+		x.splitFree -= target.freeLeaves
 	}
 	return nil
 }
 
+// pathChild is the child of x on the way down to its descendant target.
+func pathChild(x, target *Cell) *Cell {
+	c := target
+	for c.parent != x {
+		c = c.parent
+	}
+	return c
+}
+
 // releaseToFree returns c to the free pool and merges buddies upward.
 func (k *Core) releaseToFree(c *Cell) {
-	k.addFreeRoot(c)
+	fp := c.chain.freePool
+	// At or above node level a merged cell's sums are its children's (its
+	// nodes and leaves), so the free pool's sums change by c's alone: they
+	// move once, and the merges move only the indexes and splitFree (a
+	// rack merged back took eight nodes' sums out and its own in).
+	batch := c.level >= c.chain.nodeLeveli8()
+	fp.sums.addRoot(c, 1)
+	linkFree(c)
 	for p := c.parent; p != nil; p = p.parent {
 		for _, ch := range p.children {
 			if ch.pool == nil || !ch.pool.isFree() {
@@ -483,9 +549,15 @@ func (k *Core) releaseToFree(c *Cell) {
 			}
 		}
 		for _, ch := range p.children {
-			k.removeFreeRoot(ch)
+			if !batch {
+				fp.sums.addRoot(ch, -1)
+			}
+			unlinkFree(ch)
 		}
-		k.addFreeRoot(p)
+		if !batch {
+			fp.sums.addRoot(p, 1)
+		}
+		linkFree(p)
 	}
 }
 

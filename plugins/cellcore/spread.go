@@ -142,8 +142,11 @@ func (s *search) spread(p *pool, base spreadAvoid) bool {
 	k := s.k
 	s.newAttempt()
 	s.bound = s.bound[:0]
-	avoid := spreadAvoid{nodes: append(s.spreadScratch.nodes[:0], base.nodes...), racks: append(s.spreadScratch.racks[:0], base.racks...)}
-	defer func() { s.spreadScratch = avoid }()
+	// The scratch itself, not a copy: a local that the free-cell scan
+	// points to moved to the heap, one allocation a placement.
+	avoid := &s.spreadScratch
+	avoid.nodes = append(avoid.nodes[:0], base.nodes...)
+	avoid.racks = append(avoid.racks[:0], base.racks...)
 	fail := func() bool {
 		for i := len(s.bound) - 1; i >= 0; i-- {
 			k.unbindRoot(s.bound[i])
@@ -154,7 +157,7 @@ func (s *search) spread(p *pool, base spreadAvoid) bool {
 	ch := p.chain
 	for _, slot := range s.order {
 		need := s.g.slots[slot].leafCellNumber
-		best, score := s.bestSpreadCell(p.roots, need, &avoid)
+		best, score := s.bestSpreadCell(p.roots, need, avoid)
 		if (best == nil || score.nodeUsed) && p.vc != nil && p.pinnedID == "" {
 			// Every bound node with room is taken by the group or its
 			// peers: bind a virtual cell of the VC whose node is better, if
@@ -165,13 +168,13 @@ func (s *search) spread(p *pool, base spreadAvoid) bool {
 				if p.unbound(m) == 0 || ch.leafCount[m] < need {
 					continue
 				}
-				cand, x, sc := k.spreadFreeCell(p, m, need, &avoid)
+				cand, x, sc := k.spreadFreeCell(p, m, need, avoid)
 				if cand == nil {
 					cand = k.bindableFreeCell(p, m)
 					if cand == nil || !k.canBind(p, cand) || k.splitHurts(p, cand) {
 						continue
 					}
-					x, sc = s.bestSpreadIn(cand, need, &avoid)
+					x, sc = s.bestSpreadIn(cand, need, avoid)
 				}
 				if x == nil || (best != nil && !sc.less(score)) {
 					continue
@@ -283,39 +286,75 @@ func bestFreshNode(x *Cell, need int32) (*Cell, spreadScore) {
 // split that would leave the VCs' unbound cells without backing). It stops
 // at the first cell offering an unused node in an unused rack.
 func (k *Core) spreadFreeCell(p *pool, m int, need int32, avoid *spreadAvoid) (cell, node *Cell, score spreadScore) {
-	s := &k.srch
+	f := spreadFree{k: k, p: p, m: m, need: need, avoid: avoid}
 	ch := p.chain
-	perfect := func() bool { return cell != nil && !score.nodeUsed && !score.rackUsed }
-	var visit func(x *Cell)
-	visit = func(x *Cell) {
-		if perfect() || x.unschedLeaves > 0 || x.freeLeaves < need {
-			return
-		}
-		if int(x.level) > m {
-			for _, c := range x.children {
-				visit(c)
-			}
-			return
-		}
-		y, sc := s.bestSpreadIn(x, need, avoid)
-		if y == nil || (cell != nil && !sc.less(score)) {
-			return
-		}
-		if (x.pool == nil || x.pool.isFree()) && k.canBind(p, x) && !k.splitHurts(p, x) {
-			cell, node, score = x, y, sc
-		}
-	}
-	for h := m; h <= ch.top && !perfect(); h++ {
+	for h := m; h <= ch.top && !f.perfect; h++ {
 		fl := ch.freeList[h]
 		damaged := ch.leafCount[h] + 1
-		for key := fl.next(0); key >= 0 && key < damaged && !perfect(); key = fl.next(key + 1) {
-			for _, f := range fl.buckets[key] {
-				visit(f)
-				if perfect() {
+		for key := fl.next(0); key >= 0 && key < damaged && !f.perfect; key = fl.next(key + 1) {
+			for _, c := range fl.buckets[key] {
+				// visit's first tests, here without the call: most
+				// free cells fail them.
+				if c.unschedLeaves > 0 || c.freeLeaves < need || f.settled && f.avoid.usedRack(c) {
+					continue
+				}
+				f.visit(c)
+				if f.perfect {
 					break
 				}
 			}
 		}
 	}
-	return cell, node, score
+	return f.cell, f.node, f.score
+}
+
+// spreadFree is spreadFreeCell's scan: the best cell so far and whether it
+// is perfect (an unused node in an unused rack, where the scan stops). A
+// struct rather than closures over the results: the scan visits every free
+// cell of the level, and the group's own earlier splits add seven a pod.
+type spreadFree struct {
+	k          *Core
+	p          *pool
+	m          int
+	need       int32
+	avoid      *spreadAvoid
+	cell, node *Cell
+	score      spreadScore
+	perfect    bool
+	// settled: the best so far is an unused node with need leaves (in a
+	// used rack, or it would be perfect): no cell of a used rack beats it.
+	settled bool
+}
+
+func (f *spreadFree) visit(x *Cell) {
+	if f.perfect || x.unschedLeaves > 0 || x.freeLeaves < f.need {
+		return
+	}
+	if f.settled && f.avoid.usedRack(x) {
+		// Every node of x is in a rack the spread uses: its best scores
+		// no better than an unused node with need leaves in a used rack,
+		// which the best so far already is (a later cell must score
+		// strictly less). The free cells that the group's own earlier
+		// splits left are all such cells: without this each pod scored
+		// again every sibling of the nodes bound before it.
+		return
+	}
+	if int(x.level) > f.m {
+		for _, c := range x.children {
+			f.visit(c)
+			if f.perfect {
+				return
+			}
+		}
+		return
+	}
+	y, sc := f.k.srch.bestSpreadIn(x, f.need, f.avoid)
+	if y == nil || (f.cell != nil && !sc.less(f.score)) {
+		return
+	}
+	if (x.pool == nil || x.pool.isFree()) && f.k.canBind(f.p, x) && !f.k.splitHurts(f.p, x) {
+		f.cell, f.node, f.score = x, y, sc
+		f.perfect = !sc.nodeUsed && !sc.rackUsed
+		f.settled = !sc.nodeUsed && sc.free <= f.need
+	}
 }
