@@ -25,6 +25,7 @@ package hivesched
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
@@ -90,6 +92,7 @@ type HiveSched struct {
 	dra      *dra.State                // GPU claims (DRA), nil without GPU DeviceClasses (plugins/dra, dra.go)
 	writes   *selfcheck.Writes         // the outcome of the scheduler's own writes (selfcheck.go)
 	topo     *sliceTopo                // the physical cluster kept in step with the ResourceSlices, nil with physicalClusterFrom Config (topology.go)
+	early    earlyEvents               // events recorded before kube-scheduler's event sink runs
 }
 
 var (
@@ -204,6 +207,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pods := h.SharedInformerFactory().Core().V1().Pods()
+	go p.early.release(ctx, pods.Informer().HasSynced, p.recordEvent)
 	p.records = placement.NewDowngradeWriter(h.ClientSet(), pods.Lister(), pods.Informer().HasSynced, p.signer, p.groupDowngraded,
 		func(object string, err error) { p.ownWrite(nil, selfcheck.WriteDowngrade, object, err) })
 	if !awaitLeadership.Load() {
@@ -290,7 +294,73 @@ func every(ctx context.Context, period time.Duration, f func()) {
 // owner looks.
 func (p *HiveSched) event(obj runtime.Object, eventType, reason, note string) {
 	p.eventLog.Note(obj, eventType, reason, note)
+	if p.early.hold(obj, eventType, reason, note) {
+		return
+	}
+	p.recordEvent(obj, eventType, reason, note)
+}
+
+func (p *HiveSched) recordEvent(obj runtime.Object, eventType, reason, note string) {
 	if r := p.handle.EventRecorder(); r != nil {
 		r.Eventf(obj, nil, eventType, reason, "Scheduling", "%s", note)
+	}
+}
+
+// earlyEvents holds the events recorded while New runs (recovery, the VCs
+// applied from the API server: a VC that does not fit is Rejected there).
+// kube-scheduler starts its event sink in Run, after every plugin's New,
+// and its broadcaster drops what is recorded while nothing watches it, so
+// these would be lost: the VC's owner would find the rejection in its
+// status but never in `kubectl describe`. They are recorded once the
+// informers have synced, which kube-scheduler starts after the sink.
+//
+// The zero value records at once (a HiveSched built without New); New
+// sets holding before anything can record.
+type earlyEvents struct {
+	mu      sync.Mutex
+	holding bool
+	held    []heldEvent
+	dropped int
+}
+
+type heldEvent struct {
+	obj                     runtime.Object
+	eventType, reason, note string
+}
+
+// maxHeldEvents bounds what a start with many refusals holds; past it the
+// events are only logged (each call site logs its refusal anyway).
+const maxHeldEvents = 1000
+
+// hold keeps an event until release; false when not holding.
+func (e *earlyEvents) hold(obj runtime.Object, eventType, reason, note string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.holding {
+		return false
+	}
+	if len(e.held) < maxHeldEvents {
+		e.held = append(e.held, heldEvent{obj, eventType, reason, note})
+	} else {
+		e.dropped++
+	}
+	return true
+}
+
+// release records the held events once synced says the informers run, and
+// every later event at once.
+func (e *earlyEvents) release(ctx context.Context, synced cache.InformerSynced, record func(obj runtime.Object, eventType, reason, note string)) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		return
+	}
+	e.mu.Lock()
+	held, dropped := e.held, e.dropped
+	e.held, e.holding = nil, false
+	e.mu.Unlock()
+	for _, h := range held {
+		record(h.obj, h.eventType, h.reason, h.note)
+	}
+	if dropped > 0 {
+		klog.FromContext(ctx).Info("events recorded before the scheduler started were dropped past the limit", "dropped", dropped, "limit", maxHeldEvents)
 	}
 }

@@ -139,6 +139,12 @@ func render(dir string) (string, error) {
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-gate16-%d.yaml", n)), gate16); err != nil {
 			return "", err
 		}
+		// One 8-pod gang binding at a time: the bind spread the API server
+		// gives with nothing else in flight, the floor under any limit.
+		gate8 := withHiveArg(withHiveArg(schedulerConfig(n, true), "maxBindingPods", 8), "bindGate", "Fixed")
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-gate8-%d.yaml", n)), gate8); err != nil {
+			return "", err
+		}
 		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-inspected-%d.yaml", n)), withInspectAPI(schedulerConfig(n, true))); err != nil {
 			return "", err
 		}
