@@ -82,6 +82,30 @@ func (d *State) SignalGroup(logger klog.Logger, group string, pod *v1.Pod, pods 
 	d.mu.Unlock()
 }
 
+// Untracked names the first GPU claim of pod that the shared DRA manager's
+// claim tracker (its assume cache) does not hold yet, "" if it holds them
+// all. The pod's request is read through the claim informer's lister as a
+// fallback, and that lister (with this plugin's claim handler, which
+// re-reads the pods that waited for the claim) is updated before the
+// tracker's own handler runs: a pod can be read, released and decided
+// while the tracker lacks its claim, and SignalGroup, which the tracker
+// checks by the anchor claim's name, would then fail and leave the
+// group's devices unprotected until its claims are written. The member
+// that decides waits for it (PreFilter): the tracker's claim event, which
+// is what requeues pods on claim changes, comes once it holds the claim.
+func (d *State) Untracked(pod *v1.Pod) string {
+	claims, _, err := d.podClaims(pod)
+	if err != nil {
+		return ""
+	}
+	for _, c := range claims {
+		if got, err := d.manager.ResourceClaims().Get(c.Claim.Namespace, c.Claim.Name); err != nil || got == nil {
+			return c.Claim.Namespace + "/" + c.Claim.Name
+		}
+	}
+	return ""
+}
+
 // DropSignal removes a group's allocation in flight.
 func (d *State) DropSignal(group string) {
 	d.mu.Lock()

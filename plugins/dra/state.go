@@ -187,6 +187,12 @@ func (d *State) podClaims(pod *v1.Pod) ([]PodClaim, int64, error) {
 			d.mu.Lock()
 			d.awaited.Insert(namespace + "/" + name)
 			d.mu.Unlock()
+			// The claim may have come between the look-up and the mark:
+			// its handler (Appeared) found no mark and re-read nothing.
+			// The lister has it before that handler runs, so a second
+			// look-up after the mark sees it, or the handler sees the
+			// mark. (A mark left behind costs one needless re-read.)
+			c, err = d.getClaim(namespace, name)
 		}
 		return c, err
 	})

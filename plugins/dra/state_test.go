@@ -121,6 +121,75 @@ func TestStateSignalsGroups(t *testing.T) {
 	require.Empty(t, tr.inFlight)
 }
 
+// arrivingLister is a claim lister whose claim arrives right after its
+// first look-up missed it: the informer adds it to its store and runs the
+// claim handler (arrived) before the reader that missed it goes on.
+type arrivingLister struct {
+	resourcelisters.ResourceClaimLister
+	store   cache.Indexer
+	claim   *resourceapi.ResourceClaim
+	arrived func()
+}
+
+func (l *arrivingLister) ResourceClaims(ns string) resourcelisters.ResourceClaimNamespaceLister {
+	return arrivingNamespaceLister{l, resourcelisters.NewResourceClaimLister(l.store).ResourceClaims(ns)}
+}
+
+type arrivingNamespaceLister struct {
+	l *arrivingLister
+	resourcelisters.ResourceClaimNamespaceLister
+}
+
+func (n arrivingNamespaceLister) Get(name string) (*resourceapi.ResourceClaim, error) {
+	c, err := n.ResourceClaimNamespaceLister.Get(name)
+	if err != nil && n.l.arrived != nil {
+		arrived := n.l.arrived
+		n.l.arrived = nil
+		_ = n.l.store.Add(n.l.claim)
+		arrived()
+	}
+	return c, err
+}
+
+// A pod's request that misses its claim just as the claim arrives (the
+// claim handler runs between the miss and the mark that the request waits
+// for it) does not miss the arrival: the read finds the claim, or the
+// handler finds the mark and the pod is read again.
+func TestStateClaimArrivingDuringARead(t *testing.T) {
+	late := dratest.Claim("ns", "late", 4)
+	tr := &fakeTracker{inFlight: map[types.UID]*resourceapi.ResourceClaim{}}
+	l := &arrivingLister{store: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}), claim: late}
+	d := NewState(cfg, Inputs{Manager: fakeManager{tracker: tr}, Client: fake.NewClientset(), Claims: l})
+	appeared := false
+	l.arrived = func() { appeared = d.Appeared(late) }
+	p := pod("p")
+	dratest.UseClaim(p, "late", false)
+	n, has, err := d.PodLeaves(p, "nvidia.com/gpu")
+	require.False(t, appeared, "the handler ran before the read marked the claim awaited")
+	require.NoError(t, err, "so the read itself must see the claim")
+	require.True(t, has)
+	require.Equal(t, int64(4), n)
+}
+
+// A claim the informer's lister has and the manager's claim tracker does
+// not hold yet is named: the group's signal, checked by the tracker against
+// that claim, would fail (the member that decides waits for it).
+func TestStateUntrackedClaims(t *testing.T) {
+	c := dratest.Claim("ns", "c", 2)
+	d, tr := newTestState(t, c)
+	p := pod("p")
+	dratest.UseClaim(p, "c", false)
+	require.Empty(t, d.Untracked(p), "the tracker holds it")
+
+	tr.claims = nil // the informer's handlers have run, not the tracker's yet
+	require.True(t, d.HasGPUClaims(p), "read through the lister")
+	require.Equal(t, "ns/c", d.Untracked(p))
+
+	tr.claims = []*resourceapi.ResourceClaim{c}
+	require.Empty(t, d.Untracked(p))
+	require.Empty(t, d.Untracked(pod("plain")), "no GPU claims")
+}
+
 // A record is trusted only if it lists every GPU claim of the pod with the
 // devices the claim holds, reserved for the pod.
 func TestStateCheckRecord(t *testing.T) {

@@ -373,7 +373,10 @@ func (p *HiveSched) groupObjectChanged(logger klog.Logger, namespace string, sel
 }
 
 // rereadRefused re-reads the refused requests of the namespace's unbound
-// pods that match and sends them back to the active queue.
+// pods that match and sends them back to the active queue, with the
+// unbound members of each gang a re-read pod completes: PreEnqueue held
+// those back ("waiting for the members"), and no other event releases
+// them (the Track that completes a gang is the one that must say so).
 func (p *HiveSched) rereadRefused(logger klog.Logger, namespace string, match func(*v1.Pod) bool) {
 	lister := p.handle.SharedInformerFactory().Core().V1().Pods().Lister()
 	pods, err := lister.Pods(namespace).List(labels.Everything())
@@ -385,7 +388,14 @@ func (p *HiveSched) rereadRefused(logger klog.Logger, namespace string, match fu
 		if pod.Spec.NodeName != "" || !match(pod) || !p.groups.ForgetRefused(pod) {
 			continue
 		}
-		p.groups.Track(pod) // read again, and counted for the gang gate
+		// Read again, and counted for the gang gate.
+		if group, complete := p.groups.Track(pod); complete {
+			for _, m := range p.groups.Pods(group) {
+				if m.Spec.NodeName == "" {
+					activate[m.Namespace+"/"+m.Name] = m
+				}
+			}
+		}
 		activate[pod.Namespace+"/"+pod.Name] = pod
 	}
 	if len(activate) > 0 {

@@ -102,3 +102,44 @@ func TestRequestInputsChangedWithoutGeneration(t *testing.T) {
 	require.True(t, requestInputsChanged(status, spec), "its spec changed")
 	require.True(t, requestInputsChanged(&v1.Pod{}, &v1.Pod{}), "another kind without a generation counts as changed")
 }
+
+// TestRereadCompletingAGangReleasesItsMembers: a gang member whose GPU claim
+// the scheduler had not seen when its request was read (the pod's status
+// named the claim before the claim informer showed it) is read again when
+// the claim appears (onClaim, rereadRefused). That read completes the gang:
+// the member PreEnqueue held back before ("waiting for the members: 1 of 2
+// pods exist") must go back to the active queue with it. No other event
+// releases it, so it stayed in the queue while the other member waited in
+// Permit until it timed out (TestDRATopologyFromSlices' flake).
+func TestRereadCompletingAGangReleasesItsMembers(t *testing.T) {
+	h := &podsHandle{f: informers.NewSharedInformerFactory(fake.NewClientset(), 0)}
+	p := &HiveSched{handle: h, resource: "nvidia.com/gpu", groups: groupindex.New("nvidia.com/gpu")}
+	seen := map[string]bool{"w0": true}
+	p.groups.SetResolver(podrequest.NewResolver("nvidia.com/gpu", podrequest.Lookups{
+		Claims: func(pod *v1.Pod) (int64, bool, error) {
+			if !seen[pod.Name] {
+				return 0, false, podrequest.Awaiting("waiting for ResourceClaim ns/" + pod.Name + "-gpus")
+			}
+			return 0, false, nil
+		}}))
+	gang := waitingPods(2)
+	for _, pod := range gang {
+		pod.Labels[podrequest.LabelAffinityGroup] = "g"
+		pod.Annotations = map[string]string{podrequest.AnnotationGroupMembers: "2"}
+		pod.ResourceVersion = "1"
+		require.NoError(t, h.f.Core().V1().Pods().Informer().GetIndexer().Add(pod))
+	}
+	// w0 is read and waits for its gang; w1's claim is not seen yet.
+	group, complete := p.groups.Track(gang[0])
+	require.Equal(t, "ns/g", group)
+	require.False(t, complete)
+	_, err := p.groups.Request(gang[1])
+	require.True(t, podrequest.IsAwaiting(err), "%v", err)
+	require.Equal(t, 1, p.groups.MemberCount("ns/g"))
+
+	// w1's claim appears.
+	seen["w1"] = true
+	p.rereadRefused(klog.Background(), "ns", func(pod *v1.Pod) bool { return pod.Name == "w1" })
+	require.Equal(t, 2, p.groups.MemberCount("ns/g"))
+	require.ElementsMatch(t, []string{"ns/w0", "ns/w1"}, h.activated, "the re-read completes the gang: both members go")
+}

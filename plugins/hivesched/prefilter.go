@@ -137,6 +137,14 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		return p.assign(ctx, state, pod, req)
 	}
 	if p.dra != nil {
+		// The decision signals the group's devices in flight in the shared
+		// DRA manager under this pod's GPU claim, which its claim tracker
+		// must hold (dra.State.Untracked): until it does, the pod waits.
+		// The tracker's event for the claim requeues it (hintClaim).
+		if c := p.dra.Untracked(pod); c != "" {
+			return reject(state, fwk.Unschedulable, fmt.Sprintf(
+				"waiting for the scheduler's claim cache to hold GPU claim %s before affinity group %s is placed", c, name))
+		}
 		p.beforeDecision(ctx, klog.FromContext(ctx), name)
 	}
 	start := time.Now()
