@@ -175,6 +175,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		writes: selfcheck.New(),
 		topo:   topo,
 	}
+	p.early.holding = true
 	if fw, ok := h.(interface{ ProfileName() string }); ok {
 		p.schedulerName = fw.ProfileName()
 	}
