@@ -208,15 +208,6 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pods := h.SharedInformerFactory().Core().V1().Pods()
-	// kube-scheduler's pod informer has no namespace index, so listing one
-	// namespace's pods (a claim's pods re-read, a Workload's members) would
-	// scan every pod of the cluster. The informer has not started yet (Run
-	// starts it after New), when indexers may still be added.
-	if _, ok := pods.Informer().GetIndexer().GetIndexers()[cache.NamespaceIndex]; !ok {
-		if err := pods.Informer().AddIndexers(cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}); err != nil {
-			klog.FromContext(ctx).V(2).Info("pod informer: no namespace index added; namespace listings scan every pod", "err", err)
-		}
-	}
 	go p.early.release(ctx, pods.Informer().HasSynced, p.recordEvent)
 	p.records = placement.NewDowngradeWriter(h.ClientSet(), pods.Lister(), pods.Informer().HasSynced, p.signer, p.groupDowngraded,
 		func(object string, err error) { p.ownWrite(nil, selfcheck.WriteDowngrade, object, err) })
