@@ -86,31 +86,12 @@ func TestGuaranteeOnDerivedConfig(t *testing.T) {
 			require.True(t, ok)
 			require.Equal(t, want, st, "%s: group %s keeps its cells", step, g)
 		}
-		checked := 0
-		for _, vc := range []string{"vc1", "vc2", "vc3"} {
-			for pods := int32(1); pods <= 4; pods++ {
-				for _, leaves := range []int32{1, 2, 4, 7, 8} {
-					s := ag(fmt.Sprintf("probe-%s-%dx%d", vc, pods, leaves), vc, 5, pods, leaves)
-					s.LeafCellType = dV100
-					if vc == "vc3" && leaves <= 4 && pods%2 == 0 {
-						s.LeafCellType = dT4L
-					}
-					v := k.guaranteeFits(s)
-					d, err := k.Schedule(s)
-					if err != nil {
-						require.False(t, v.fits, "%s: %s refused although it fits: %v", step, s.Name, err)
-						continue
-					}
-					if v.fits {
-						checked++
-						require.NotEqual(t, Wait, d.Kind, "%s: guarantee broken for %s: %s (%s)", step, s.Name, d.Reason, v.why)
-					}
-					_, err = k.DeleteAffinityGroup(s.Name)
-					require.NoError(t, err)
-					mustCheck(t, k)
-				}
+		checked := probeGuarantee(t, k, step, []int32{1, 2, 4, 7, 8}, func(vc string, pods, leaves int32) string {
+			if vc == "vc3" && leaves <= 4 && pods%2 == 0 {
+				return dT4L
 			}
-		}
+			return dV100
+		})
 		require.NotZero(t, checked, step)
 	}
 	check("derived cluster")

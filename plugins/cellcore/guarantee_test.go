@@ -183,30 +183,12 @@ func TestGuaranteeAfterPhysicalChanges(t *testing.T) {
 			require.True(t, ok)
 			require.Equal(t, want, st, "%s: group %s keeps its cells", step, g)
 		}
-		checked := 0
-		for _, vc := range []string{"vc1", "vc2", "vc3"} {
-			for pods := int32(1); pods <= 4; pods++ {
-				for _, leaves := range []int32{1, 2, 4, 8} {
-					s := ag(fmt.Sprintf("probe-%s-%dx%d", vc, pods, leaves), vc, 5, pods, leaves)
-					if vc == "vc3" {
-						s.LeafCellType = "T4"
-					}
-					v := k.guaranteeFits(s)
-					d, err := k.Schedule(s)
-					if err != nil {
-						require.False(t, v.fits, "%s: %s refused although it fits: %v", step, s.Name, err)
-						continue
-					}
-					if v.fits {
-						checked++
-						require.NotEqual(t, Wait, d.Kind, "%s: guarantee broken for %s: %s (%s)", step, s.Name, d.Reason, v.why)
-					}
-					_, err = k.DeleteAffinityGroup(s.Name)
-					require.NoError(t, err)
-					mustCheck(t, k)
-				}
+		checked := probeGuarantee(t, k, step, []int32{1, 2, 4, 8}, func(vc string, _, _ int32) string {
+			if vc == "vc3" {
+				return "T4"
 			}
-		}
+			return ""
+		})
 		require.NotZero(t, checked, step)
 	}
 	apply := func(step string, cfg Config) {
@@ -245,4 +227,39 @@ func TestGuaranteeAfterPhysicalChanges(t *testing.T) {
 		}
 	}
 	apply("T4 node reshaped", cfg)
+}
+
+// probeGuarantee schedules, one at a time, a probe group of every shape
+// (1-4 pods of each of leaves) in vc1, vc2 and vc3, with the leaf cell type
+// leafType gives ("" leaves ag's), and requires every probe the oracle
+// says fits to be placed or to preempt, never to wait; a refusal must be
+// of a probe that does not fit. Each probe is deleted again and the
+// invariants checked. It returns how many fitting probes it checked.
+func probeGuarantee(t *testing.T, k *Core, step string, leaves []int32, leafType func(vc string, pods, leaves int32) string) int {
+	t.Helper()
+	checked := 0
+	for _, vc := range []string{"vc1", "vc2", "vc3"} {
+		for pods := int32(1); pods <= 4; pods++ {
+			for _, l := range leaves {
+				s := ag(fmt.Sprintf("probe-%s-%dx%d", vc, pods, l), vc, 5, pods, l)
+				if lt := leafType(vc, pods, l); lt != "" {
+					s.LeafCellType = lt
+				}
+				v := k.guaranteeFits(s)
+				d, err := k.Schedule(s)
+				if err != nil {
+					require.False(t, v.fits, "%s: %s refused although it fits: %v", step, s.Name, err)
+					continue
+				}
+				if v.fits {
+					checked++
+					require.NotEqual(t, Wait, d.Kind, "%s: guarantee broken for %s: %s (%s)", step, s.Name, d.Reason, v.why)
+				}
+				_, err = k.DeleteAffinityGroup(s.Name)
+				require.NoError(t, err)
+				mustCheck(t, k)
+			}
+		}
+	}
+	return checked
 }
