@@ -160,6 +160,13 @@ bench-core-compare:
 perf-compare:
 	BASE=$(BASE) bash hack/perf-compare.sh
 
+## perf-contenders: contenders of one scheduler_perf workload side by side, from one perf.test of the working tree,
+## run alternately ROUNDS times (3): CONTENDERS (HiveSched HiveSchedUngated), WORKLOAD (Gangs8x1), BENCH_NODES;
+## per run throughput, latency p50, gang and claims checks; benchstat on throughput (hack/perf-contenders.sh)
+.PHONY: perf-contenders
+perf-contenders:
+	bash hack/perf-contenders.sh
+
 ## core-decisions-compare: the randomized model test at commit BASE and in the working tree, each logging a
 ## digest of the core's state after every step: equal digests, the same decisions (MODEL_OPS, default 100000;
 ## hack/core-decisions-compare.sh)

@@ -289,3 +289,14 @@ https_healthy() {
   curl -fsS --max-time 2 --cacert "$LOCAL_CERTS/ca.crt" --cert "$LOCAL_CERTS/admin.crt" \
     --key "$LOCAL_CERTS/admin.key" "https://127.0.0.1:$1$2"
 }
+
+# use_local_etcd: put the local etcd on PATH for scheduler_perf (which starts
+# its own from there), or stop: test/perf/run.sh builds it (make bench once,
+# or make up).
+use_local_etcd() {
+  if [ ! -x "$LOCAL_BIN/etcd" ]; then
+    echo "no etcd at $LOCAL_BIN/etcd: run make bench (or make up) once first" >&2
+    exit 2
+  fi
+  export PATH=$LOCAL_BIN:$PATH
+}

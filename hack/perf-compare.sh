@@ -32,13 +32,7 @@ mkdir -p "$out" "$root/_output/bin"
 
 source hack/benchstat.sh
 
-# scheduler_perf needs etcd on PATH: test/perf/run.sh builds the local
-# cluster's (make bench once first, or make up).
-if [ ! -x "$LOCAL_BIN/etcd" ]; then
-	echo "no etcd at $LOCAL_BIN/etcd: run make bench (or make up) once first" >&2
-	exit 2
-fi
-export PATH=$LOCAL_BIN:$PATH
+use_local_etcd
 
 src=$out/base-$short
 rm -rf "$src"

@@ -379,7 +379,7 @@ func (p *HiveSched) groupObjectChanged(logger klog.Logger, namespace string, sel
 // them (the Track that completes a gang is the one that must say so).
 func (p *HiveSched) rereadRefused(logger klog.Logger, namespace string, match func(*v1.Pod) bool) {
 	lister := p.handle.SharedInformerFactory().Core().V1().Pods().Lister()
-	pods, err := lister.Pods(namespace).List(labels.Everything())
+	pods, err := podrequest.PodsOfNamespace(lister, namespace)
 	if err != nil || len(pods) == 0 {
 		return
 	}

@@ -284,7 +284,7 @@ func (w *Workloads) composite(pod *v1.Pod, pg *schedv1beta1.PodGroup, parent str
 		}
 		return nil, fmt.Errorf("composite pod group %s/%s has %s: hivesched places a composite whole, as one affinity group; give it a gang policy with minGroupCount %d (its number of pod groups)", ns, parent, got, len(children))
 	}
-	pods, err := w.Pods.Pods(ns).List(labels.Everything())
+	pods, err := PodsOfNamespace(w.Pods, ns)
 	if err != nil {
 		return nil, err
 	}
