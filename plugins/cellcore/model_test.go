@@ -153,6 +153,13 @@ func (m *modelRun) step(i int) {
 	if err := m.k.CheckInvariants(); err != nil {
 		t.Fatalf("step %d, after requeueing: %v", i, err)
 	}
+	// Lazy unbinding is complete: a VC cell stays bound only while a
+	// guaranteed leaf uses it (or it is pinned, or doomed). A binding left
+	// with none holds the buddy split for nothing, and no later release
+	// would undo it.
+	if idle := idleBoundCells(m.k); len(idle) > 0 {
+		t.Fatalf("step %d: VC cells bound with no guaranteed leaf in them: %v", i, idle)
+	}
 }
 
 // requeueWaiting checks the VC guarantee after a step: every Pending

@@ -100,6 +100,7 @@ func (k *Core) fillSlot(g *AffinityGroup, slot int) bool {
 	for _, c := range leaves {
 		k.setLeaf(c, Celle0, g, nil)
 	}
+	k.releaseUnusedBindings(s.bound)
 	g.placement[slot] = leaves
 	k.traceEvent(g, AGx3)
 	return true
