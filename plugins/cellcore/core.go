@@ -379,9 +379,9 @@ func (k *Core) commitPlan(g *AffinityGroup, plan bestPlan) error {
 }
 
 // releaseUnusedBindings hands finish the cells a search bound for what was
-// committed (a plan, a late member's slot) that it does not use. A spanning search binds
-// virtual cells as it places pod after pod, and one it bound may end up
-// holding none of the group's leaves: a leaf an opportunistic pod holds
+// committed (a plan, a late member's slot) that it does not use. A spanning
+// search binds virtual cells as it places pod after pod, and one it bound
+// may end up holding none of the group's leaves: a leaf an opportunistic pod holds
 // (bindable, as a guaranteed group may preempt it, but not taken by a
 // placement without preemption), after which the search bound another
 // cell. Such a cell would stay bound to the VC with no guaranteed leaf in
