@@ -81,11 +81,7 @@ func TestGuaranteeOnDerivedConfig(t *testing.T) {
 	check := func(step string) {
 		t.Helper()
 		mustCheck(t, k)
-		for g, want := range running {
-			st, ok := k.AffinityGroupStatus(g)
-			require.True(t, ok)
-			require.Equal(t, want, st, "%s: group %s keeps its cells", step, g)
-		}
+		requireKeepCells(t, k, running, step)
 		checked := probeGuarantee(t, k, step, []int32{1, 2, 4, 7, 8}, func(vc string, pods, leaves int32) string {
 			if vc == "vc3" && leaves <= 4 && pods%2 == 0 {
 				return dT4L

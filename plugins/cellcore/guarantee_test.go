@@ -178,11 +178,7 @@ func TestGuaranteeAfterPhysicalChanges(t *testing.T) {
 	check := func(step string) {
 		t.Helper()
 		mustCheck(t, k)
-		for g, want := range running {
-			st, ok := k.AffinityGroupStatus(g)
-			require.True(t, ok)
-			require.Equal(t, want, st, "%s: group %s keeps its cells", step, g)
-		}
+		requireKeepCells(t, k, running, step)
 		checked := probeGuarantee(t, k, step, []int32{1, 2, 4, 8}, func(vc string, _, _ int32) string {
 			if vc == "vc3" {
 				return "T4"
@@ -235,6 +231,17 @@ func TestGuaranteeAfterPhysicalChanges(t *testing.T) {
 // says fits to be placed or to preempt, never to wait; a refusal must be
 // of a probe that does not fit. Each probe is deleted again and the
 // invariants checked. It returns how many fitting probes it checked.
+// requireKeepCells: every group of running still has the status it had
+// (its state and its pods' cells) after step.
+func requireKeepCells(t *testing.T, k *Core, running map[string]AffinityGroupStatus, step string) {
+	t.Helper()
+	for g, want := range running {
+		st, ok := k.AffinityGroupStatus(g)
+		require.True(t, ok)
+		require.Equal(t, want, st, "%s: group %s keeps its cells", step, g)
+	}
+}
+
 func probeGuarantee(t *testing.T, k *Core, step string, leaves []int32, leafType func(vc string, pods, leaves int32) string) int {
 	t.Helper()
 	checked := 0

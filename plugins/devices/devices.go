@@ -244,22 +244,10 @@ func (d *inputs) setNode(name string, in nodeDeviceInput) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	old, known := d.nodes[name]
-	if known && old.unhealthy == in.unhealthy && equalDevices(old.devices, in.devices) {
+	if known && old.unhealthy == in.unhealthy && slices.Equal(old.devices, in.devices) {
 		return false
 	}
 	d.nodes[name] = in
-	return true
-}
-
-func equalDevices(a, b []cellcore.DeviceStatus) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
 	return true
 }
 
@@ -536,7 +524,7 @@ func (t *Tracker) SetClaimed(logger klog.Logger, node string, refs []cellcore.De
 // changed; it reports whether it did. The node's annotation, where it names
 // a device, says more.
 func (t *Tracker) SetSliceHealth(logger klog.Logger, node string, devs []cellcore.DeviceStatus) bool {
-	return setInput(t, logger, node, t.inputs.slices, devs, equalDevices)
+	return setInput(t, logger, node, t.inputs.slices, devs, slices.Equal[[]cellcore.DeviceStatus])
 }
 
 // setInput records one DRA input of a known node in inputs (under the

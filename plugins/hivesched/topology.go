@@ -3,6 +3,7 @@ package hivesched
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -427,23 +428,11 @@ func (p *HiveSched) markMissing(logger klog.Logger, applied, in topoInputs) {
 		}
 	}
 	for node, ix := range missing {
-		if !equalInts(old[node], ix) {
+		if !slices.Equal(old[node], ix) {
 			logger.Info("devices of the physical cluster's cells are gone from the ResourceSlices: their leaf cells are bad", "node", node, "leaves", ix)
 			p.sliceNode(logger, node)
 		}
 	}
-}
-
-func equalInts(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // sliceNode hands a node's slice-side device health to the core: the
