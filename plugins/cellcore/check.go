@@ -146,6 +146,24 @@ func (k *Core) CheckInvariants() error {
 				}
 			}
 		}
+		var doomed int32
+		for _, p := range ch.vcPools {
+			for l := 1; l <= ch.top; l++ {
+				doomed += p.doomed[l]
+			}
+		}
+		if doomed != ch.doomedCells {
+			fail("chain %s: %d doomed cells counted, %d in its pools", ch.name, ch.doomedCells, doomed)
+		}
+		for l := 1; l <= ch.top; l++ {
+			var unbound int64
+			for _, p := range ch.vcPools {
+				unbound += int64(p.unbound(l))
+			}
+			if unbound != ch.demand[l] {
+				fail("chain %s: demand %d at level %d counted, %d in its pools", ch.name, ch.demand[l], l, unbound)
+			}
+		}
 		k.checkSums(ch, held, fail)
 		counts, demand := k.levelCounts(ch, false)
 		for l := 1; l <= ch.top; l++ {

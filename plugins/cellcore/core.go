@@ -471,7 +471,7 @@ func (k *Core) placeGuaranteed(g *AffinityGroup) (bestPlan, bool) {
 			}
 		}
 		if within && s.spanWithin(p, lmax) || !within && s.span(p) {
-			return bestPlan{found: true, result: s.copyResult(), bound: append([]*Cell(nil), s.bound...)}, true
+			return bestPlan{found: true, result: s.copyResult(), bound: s.bound}, true
 		}
 	}
 	return bestPlan{}, false

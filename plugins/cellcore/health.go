@@ -107,6 +107,7 @@ func (k *Core) rebalanceDoomed(ch *chain) {
 			case r.guarLeaves > 0:
 				r.doomed = false
 				p.doomed[r.level]--
+				ch.doomedCells--
 			case r.lostLeaves == 0:
 				k.unbindRoot(r)
 			}
@@ -135,16 +136,7 @@ func (k *Core) rebalanceDoomed(ch *chain) {
 	}
 }
 
-func hasDoomed(ch *chain) bool {
-	for _, p := range ch.vcPools {
-		for _, n := range p.doomed {
-			if n > 0 {
-				return true
-			}
-		}
-	}
-	return false
-}
+func hasDoomed(ch *chain) bool { return ch.doomedCells > 0 }
 
 func doomedRoots(p *pool) []*Cell {
 	var list []*Cell

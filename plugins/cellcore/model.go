@@ -24,6 +24,12 @@ type chain struct {
 	freeList  []*bucketSet // buddy free lists by level, keyed by binding penalty
 	vcPools   []*pool      // VC pools in this chain, by VC name
 	needCheck bool         // health or capacity changed: rebalance doomed cells
+	// demand[l]: the VC pools' unbound virtual cells of level l, summed
+	// (what the safety invariant must back); doomedCells: their doomed
+	// bound cells. Kept as bindings change, so that canBind and finish do
+	// not sum every pool on the hot path (check.go recounts them).
+	demand      []int64
+	doomedCells int32
 	// freeLeaves: free schedulable leaves of the whole chain; nodeFree[f]:
 	// how many of its nodes have f of them (for an opportunistic group's
 	// reason); lostLeaves: its leaves of lost capacity.
@@ -60,6 +66,24 @@ func (p *pool) unbound(l int) int32 {
 		return n
 	}
 	return 0
+}
+
+// addBound changes the pool's bound count of level l by d, and the chain's
+// demand with it.
+func (p *pool) addBound(l int, d int32) {
+	before := p.unbound(l)
+	p.bound[l] += d
+	p.chain.demand[l] += int64(p.unbound(l) - before)
+}
+
+// recountDemand sums the chain's demand again (after a VC's quota changed).
+func (ch *chain) recountDemand() {
+	clear(ch.demand)
+	for _, p := range ch.vcPools {
+		for l := 1; l <= ch.top; l++ {
+			ch.demand[l] += int64(p.unbound(l))
+		}
+	}
 }
 
 func (p *pool) name() string {
@@ -219,6 +243,7 @@ func newChain(ti *typeInfo, types map[string]*typeInfo) *chain {
 		ch.freeList[l] = newBucketSet(idxFree, 2*ch.leafCount[l]+1)
 	}
 	ch.freePool = newPool(ch, nil, "", ti.leafCount)
+	ch.demand = make([]int64, n)
 	ch.nodeFree = make([]int32, ch.leafCount[ch.nodeLevel]+1)
 	return ch
 }
@@ -568,9 +593,10 @@ func (k *Core) bindRoot(target *Cell, p *pool, doomed bool) error {
 	}
 	p.attach(target)
 	target.doomed = doomed
-	p.bound[target.level]++
+	p.addBound(int(target.level), 1)
 	if doomed {
 		p.doomed[target.level]++
+		p.chain.doomedCells++
 	}
 	// A split may leave less healthy capacity than the VCs may claim.
 	target.chain.needCheck = true
@@ -581,9 +607,10 @@ func (k *Core) bindRoot(target *Cell, p *pool, doomed bool) error {
 func (k *Core) unbindRoot(r *Cell) {
 	p := r.pool
 	p.detach(r)
-	p.bound[r.level]--
+	p.addBound(int(r.level), -1)
 	if r.doomed {
 		p.doomed[r.level]--
+		p.chain.doomedCells--
 		r.doomed = false
 	}
 	k.releaseToFree(r)

@@ -480,8 +480,13 @@ type bestPlan struct {
 	found  bool
 	cost   preemptCost
 	result [][]*Cell
-	bind   *Cell   // a free cell to bind when the plan is committed, or nil
-	bound  []*Cell // cells a spanning search already bound for the plan
+	bind   *Cell // a free cell to bind when the plan is committed, or nil
+	// bound: cells a spanning or spreading search already bound for the
+	// plan. placeGuaranteed's plans share the search's own list (no copy
+	// on the fast path): schedulePending commits such a plan before any
+	// other search runs. placeWithPreemption keeps a plan across searches,
+	// so its plans copy the list.
+	bound []*Cell
 }
 
 func (s *search) consider(b *bestPlan, bind *Cell) {

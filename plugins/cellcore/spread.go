@@ -101,7 +101,6 @@ func (k *Core) placeSpread(g *AffinityGroup) (bestPlan, bool) {
 	s := &k.srch
 	s.preempt = false
 	avoid := spreadAvoid{nodes: s.spreadBase.nodes[:0], racks: s.spreadBase.racks[:0]}
-	defer func() { s.spreadBase = avoid }()
 	if key := g.spec.SpreadKey; key != "" {
 		for _, o := range k.groups {
 			// A key is its namespace's own: another namespace of the
@@ -129,9 +128,11 @@ func (k *Core) placeSpread(g *AffinityGroup) (bestPlan, bool) {
 		}
 		if within && s.spreadWithin(p, avoid, wl) || !within && s.spread(p, avoid) {
 			spreadPlaced.Add(1)
-			return bestPlan{found: true, result: s.copyResult(), bound: append([]*Cell(nil), s.bound...)}, true
+			s.spreadBase = avoid // keep the grown lists for the next group
+			return bestPlan{found: true, result: s.copyResult(), bound: s.bound}, true
 		}
 	}
+	s.spreadBase = avoid
 	return bestPlan{}, false
 }
 

@@ -359,6 +359,7 @@ func (k *Core) setVC(spec VirtualClusterSpec) (VCChangeResult, error) {
 			sort.Slice(ch.vcPools, func(i, j int) bool { return ch.vcPools[i].vc.name < ch.vcPools[j].vc.name })
 		}
 		p.quota = newQ
+		ch.recountDemand()
 		for l := 1; l <= ch.top; l++ {
 			for p.bound[l] > p.quota[l] {
 				k.shrinkOne(p, l, &res)
@@ -425,6 +426,7 @@ func (k *Core) shrinkOne(p *pool, l int, res *VCChangeResult) {
 	}
 	if pick == nil {
 		p.bound[l] = p.quota[l] // unreachable: counts and roots agree
+		p.chain.recountDemand()
 		k.internalError("pool %s: bound count %d at level %d without roots", p.name(), p.bound[l], l)
 		return
 	}
@@ -497,11 +499,7 @@ func (k *Core) levelCounts(ch *chain, healthyOnly bool) (counts, demand []int64)
 			}
 		}
 	}
-	for _, p := range ch.vcPools {
-		for l := 1; l <= ch.top; l++ {
-			demand[l] += int64(p.unbound(l))
-		}
-	}
+	copy(demand, ch.demand)
 	return counts, demand
 }
 
