@@ -32,6 +32,20 @@ e2e:
 	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_KUBEFLOW=$(filter 1,$(E2E_KUBEFLOW)) \
 		$(GO) test -count=1 -v -timeout 20m ./test/e2e/...
 
+## conformance: Kubernetes' own e2e scheduling specs ([sig-scheduling], the CI subset: all but the specs in
+## test/conformance/skip.txt and ci-skip.txt) on a fresh local cluster with kube-scheduler's stock default
+## profile, then on one with hivesched as the default profile (HIVESCHED_PROFILE=stock, default; the same
+## binary), side by side; fails if a spec passes on stock only. The e2e binary is built once from
+## test/conformance's module into $(OUT)/conformance (hack/conformance.sh, docs/conformance.md); the table
+## lands in $(OUT)/conformance/results.md. Honours HIVESCHED_PORT_OFFSET; brings the cluster down after.
+## conformance-full: the same with every [sig-scheduling] spec but those of skip.txt
+.PHONY: conformance conformance-full
+conformance:
+	bash hack/conformance.sh
+
+conformance-full:
+	CONFORMANCE_FULL=1 bash hack/conformance.sh
+
 ## kubeflow: build Kubeflow's training-operator v1.8.1 (a throwaway module in _output/kubeflow), install its
 ## CRDs and start it on the local cluster with --gang-scheduler-name=hivesched (make down stops it)
 .PHONY: kubeflow

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Kubernetes' own e2e scheduling specs ([sig-scheduling]) against the local
+# cluster, once with kube-scheduler's stock default profile and once with
+# hivesched as the default profile, both run by the same hivesched-scheduler
+# binary (make conformance; docs/conformance.md).
+#
+#   hack/conformance.sh               # the CI subset (test/conformance/ci-skip.txt)
+#   CONFORMANCE_FULL=1 hack/conformance.sh   # every [sig-scheduling] spec
+#   CONFORMANCE_PROFILES=default hack/conformance.sh   # one profile only
+#   CONFORMANCE_FOCUS='SchedulerPreemption' hack/conformance.sh  # narrower
+#   hack/conformance.sh --build       # only build the e2e binary
+#
+# Every profile gets a fresh cluster (hack/local-down.sh --clean, then
+# hack/local-up.sh with HIVESCHED_PROFILE set): one run's leftovers (pods,
+# priority classes, node labels and taints the specs add) cannot decide the
+# other's. HIVESCHED_PORT_OFFSET and the other HIVESCHED_* settings pass
+# through to them. The cluster is brought down at the end unless
+# CONFORMANCE_KEEP=1.
+#
+# The e2e binary (k8s.io/kubernetes/test/e2e, about 215 MB) is built from
+# test/conformance's own module into _output/conformance/e2e.test and rebuilt
+# only when that module's go.mod or go.sum changes. Results: each
+# profile's ginkgo JSON report under _output/conformance/<profile>/, the
+# side-by-side table in _output/conformance/results.md; the exit status is
+# the comparison's (test/conformance/compare): 1 if a spec passes on stock
+# and not on hivesched's profile.
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MOD=$REPO_ROOT/test/conformance
+OUT=$REPO_ROOT/_output/conformance
+E2E=$OUT/e2e.test
+NICE=(nice -n 10)
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+now() { date +%s; }
+
+BUILD_ONLY=0
+for arg in "$@"; do
+  case $arg in
+    --build) BUILD_ONLY=1 ;;
+    *) die "unknown argument '$arg' (known: --build)" ;;
+  esac
+done
+
+# The e2e module must build against the same Kubernetes as the scheduler:
+# the same k8s.io/kubernetes requirement and the same staging replaces
+# (it has three more, for modules only the e2e tree imports).
+check_module() {
+  local want got
+  want=$(cd "$REPO_ROOT" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  got=$(cd "$MOD" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  [[ $want == "$got" ]] || die "test/conformance/go.mod requires k8s.io/kubernetes $got, the root go.mod $want: update test/conformance/go.mod"
+  local missing
+  missing=$(comm -23 <(sed -n '/^replace (/,/^)/p' "$REPO_ROOT/go.mod" | grep '=>' | sort) \
+    <(sed -n '/^replace (/,/^)/p' "$MOD/go.mod" | grep '=>' | sort))
+  [[ -z $missing ]] || die "test/conformance/go.mod lacks the root go.mod's replace directives: $missing"
+}
+
+# build_e2e: go test -c of the e2e package, stamped with the hash of the
+# module files it was built from; a matching stamp skips the build (about
+# ten minutes cold on two cores, seconds warm).
+build_e2e() {
+  local sum stamp=$OUT/.e2e.test.sum t0
+  mkdir -p "$OUT"
+  sum=$(cat "$MOD/go.mod" "$MOD/go.sum" | sha256sum | cut -d' ' -f1)
+  if [[ -x $E2E && $(cat "$stamp" 2>/dev/null) == "$sum" ]]; then
+    log "e2e binary up to date: $E2E"
+    return 0
+  fi
+  log "building the e2e binary (k8s.io/kubernetes/test/e2e) into $E2E"
+  t0=$(now)
+  (cd "$MOD" && "${NICE[@]}" go test -c -o "$E2E.tmp" k8s.io/kubernetes/test/e2e)
+  mv -f "$E2E.tmp" "$E2E"
+  printf '%s\n' "$sum" >"$stamp"
+  log "built the e2e binary in $(($(now) - t0)) s"
+}
+
+# regexes FILE: the regular expressions of a list file (test/conformance/
+# *.txt: "REGEX -- why" lines, # comments), joined with |.
+regexes() {
+  sed -e '/^[[:space:]]*#/d' -e '/^[[:space:]]*$/d' -e 's/ -- .*$//' "$1" | paste -sd'|' -
+}
+
+check_module
+build_e2e
+((BUILD_ONLY)) && exit 0
+
+read -r -a PROFILES <<<"${CONFORMANCE_PROFILES:-stock default}"
+FOCUS=${CONFORMANCE_FOCUS:-'\[sig-scheduling\]'}
+# Specs that cannot run on this cluster, for every profile alike; the CI
+# list adds the specs left out of CI for time (test/conformance/*.txt).
+SKIP_FILES=("$MOD/skip.txt")
+[[ ${CONFORMANCE_FULL:-0} == 1 ]] || SKIP_FILES+=("$MOD/ci-skip.txt")
+SKIP=$(for f in "${SKIP_FILES[@]}"; do regexes "$f"; done | paste -sd'|' -)
+
+KUBECONFIG_FILE=$REPO_ROOT/_output/local/kubeconfig
+KUBECTL_BIN=$REPO_ROOT/_output/local/bin/kubectl
+down() { bash "$REPO_ROOT/hack/local-down.sh" --clean >&2; }
+[[ ${CONFORMANCE_KEEP:-0} == 1 ]] || trap down EXIT
+
+TIMES=()
+for p in "${PROFILES[@]}"; do
+  case $p in
+    stock | default) ;;
+    *) die "CONFORMANCE_PROFILES: '$p' is neither stock nor default" ;;
+  esac
+  dir=$OUT/$p
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  log "profile $p: a fresh local cluster"
+  down
+  HIVESCHED_PROFILE=$p bash "$REPO_ROOT/hack/local-up.sh" >"$dir/local-up.log" 2>&1 ||
+    { tail -n 30 "$dir/local-up.log" >&2; die "hack/local-up.sh failed (log $dir/local-up.log)"; }
+  log "profile $p: running the e2e specs (log $dir/e2e.log)"
+  t0=$(now)
+  # --provider=local: a cluster the framework has no cloud API for.
+  # --report-complete-ginkgo: ginkgo's JSON report (every spec's state and
+  # failure) in $dir/ginkgo/report.json, which the comparison reads.
+  # --e2e-verify-service-account stays on: kube-controller-manager makes
+  # the accounts. A failing spec does not stop the run (status ignored
+  # here; the reports decide).
+  st=0
+  "$E2E" \
+    --kubeconfig="$KUBECONFIG_FILE" \
+    --kubectl-path="$KUBECTL_BIN" \
+    --provider=local \
+    --report-dir="$dir" \
+    --report-complete-ginkgo \
+    --e2e-output-dir="$dir" \
+    --ginkgo.focus="$FOCUS" \
+    ${SKIP:+--ginkgo.skip="$SKIP"} \
+    --ginkgo.timeout="${CONFORMANCE_TIMEOUT:-3h}" \
+    --ginkgo.no-color \
+    --ginkgo.v \
+    >"$dir/e2e.log" 2>&1 || st=$?
+  secs=$(($(now) - t0))
+  TIMES+=("$p=$secs")
+  log "profile $p: e2e.test exited $st after $secs s"
+  [[ -s $dir/ginkgo/report.json ]] || { tail -n 40 "$dir/e2e.log" >&2; die "no ginkgo report in $dir/ginkgo"; }
+  cp "$REPO_ROOT/_output/local/logs/scheduler.log" "$dir/scheduler.log" 2>/dev/null || true
+done
+
+args=()
+for p in "${PROFILES[@]}"; do args+=("-report" "$p=$OUT/$p/ginkgo/report.json"); done
+for t in "${TIMES[@]}"; do args+=("-seconds" "$t"); done
+for f in "${SKIP_FILES[@]}"; do args+=("-skip-list" "$f"); done
+cd "$MOD"
+go run ./compare -focus "$FOCUS" -out "$OUT/results.md" "${args[@]}"
