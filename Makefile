@@ -100,6 +100,38 @@ image-reproducible:
 	@echo "first:  $$(cat $(OUT)/image-digest.first)"; echo "second: $$(cat $(IMAGE_OUT)/digest)"
 	cmp $(OUT)/image-digest.first $(IMAGE_OUT)/digest
 
+## helm: the pinned Helm, built from the Go module proxy into $(OUT)/bin (about 5 minutes the first time),
+## its default Kubernetes version stamped 1.37 (else helm template and lint assume 1.20)
+HELM_VERSION ?= v3.22.0
+HELM := $(OUT)/bin/helm-$(HELM_VERSION)
+HELM_LDFLAGS := -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 \
+                -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37
+.PHONY: helm chart-test chart-test-server chart-generate
+helm: $(HELM)
+$(HELM):
+	@mkdir -p $(OUT)/helm-gobin
+	GOBIN=$(CURDIR)/$(OUT)/helm-gobin $(GO) install -trimpath -ldflags "$(HELM_LDFLAGS)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(OUT)/helm-gobin/helm $@
+
+## chart-test: the Helm chart (manifests/charts/hivesched): the generated copies of manifests/ up to date,
+## helm lint --strict and helm template of each ci/ values combination, and test/chart (the rendered
+## scheduler configuration through the scheduler's own loader and validation; hack/chart-test.sh)
+chart-test: $(HELM)
+	$(GO) run ./hack/chartgen -check
+	HELM=$(HELM) GO=$(GO) bash hack/chart-test.sh
+
+## chart-test-server: chart-test, then each rendering applied with kubectl apply --dry-run=server to the
+## local cluster (make up; HIVESCHED_PORT_OFFSET as for make up)
+chart-test-server: $(HELM)
+	$(GO) run ./hack/chartgen -check
+	HELM=$(HELM) GO=$(GO) CHART_TEST_KUBECONFIG=$(CURDIR)/$(OUT)/local/kubeconfig KUBECTL=$(CURDIR)/$(OUT)/local/bin/kubectl \
+		bash hack/chart-test.sh
+
+## chart-generate: rewrite the chart's copies of the CRDs, RBAC, admission policies, inspect roles and
+## sample VCs from manifests/ (hack/chartgen; make verify checks them)
+chart-generate:
+	$(GO) run ./hack/chartgen
+
 ## test: what CI runs: vet, unit tests (with 100k model operations), integration tests on a real API server
 test: vet unit integration
 
@@ -122,9 +154,10 @@ browser-test:
 	@HIVESCHED_CHROMIUM=$(CHROMIUM) $(GO) test -count=1 -timeout 10m -run 'TestDashboardBrowser' -v ./test/integration/ > $(OUT)/browser-test.txt 2>&1; st=$$?; \
 	grep -E '^(=== RUN|--- |PASS|FAIL|ok)|dashboard_browser_test.go|Error:|expected|actual' $(OUT)/browser-test.txt; echo "full log: $(OUT)/browser-test.txt"; exit $$st
 
-## verify: generated code is up to date and Go files are formatted
+## verify: generated code (and the chart's copies of manifests/) is up to date and Go files are formatted
 verify:
 	bash hack/verify-codegen.sh
+	$(GO) run ./hack/chartgen -check
 	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \
 	if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 
