@@ -127,6 +127,15 @@ chart-test-server: $(HELM)
 	HELM=$(HELM) GO=$(GO) CHART_TEST_KUBECONFIG=$(CURDIR)/$(OUT)/local/kubeconfig KUBECTL=$(CURDIR)/$(OUT)/local/bin/kubectl \
 		bash hack/chart-test.sh
 
+## chart-install-test: on the local cluster (make up; make image first): helm install the chart, run the
+## scheduler from the image's layer as its pod would (uid 65532, the chart's ConfigMap, a token of its
+## ServiceAccount, no kubeconfig: under the chart's RBAC), probes, /metrics for the listed scraper, a gang
+## bound whole, then helm uninstall keeps the CRDs, VCs and AffinityGroups (hack/chart-install-test.sh;
+## needs root for unshare and setpriv). It leaves the local cluster's own scheduler stopped.
+.PHONY: chart-install-test
+chart-install-test: $(HELM) image-builder
+	HELM=$(HELM) IMAGE_BUILDER=$(OUT)/bin/image-builder IMAGE_TAG=$(IMAGE_TAG) bash hack/chart-install-test.sh
+
 ## chart-generate: rewrite the chart's copies of the CRDs, RBAC, admission policies, inspect roles and
 ## sample VCs from manifests/ (hack/chartgen; make verify checks them)
 chart-generate:
