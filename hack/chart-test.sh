@@ -52,7 +52,11 @@ if [[ -n ${CHART_TEST_KUBECONFIG:-} ]]; then
       file=$out/$name.server.yaml
     fi
     echo "== $name: kubectl apply --dry-run=server"
-    k apply --dry-run=server -f "$file" >"$out/$name.server.txt"
+    k apply --dry-run=server -f "$file" >"$out/$name.server.txt" 2>"$out/$name.server.stderr" ||
+      { cat "$out/$name.server.stderr" >&2; exit 1; }
+    # The API server warns of a Deployment whose pods its namespace's Pod
+    # Security level would refuse: nothing else may be said.
+    if [[ -s $out/$name.server.stderr ]]; then cat "$out/$name.server.stderr" >&2; echo "warnings from the API server" >&2; exit 1; fi
     printf '   %s objects accepted\n' "$(wc -l <"$out/$name.server.txt")"
   done
 fi

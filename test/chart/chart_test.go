@@ -384,6 +384,7 @@ func TestChartKeepsStateAndGrants(t *testing.T) {
 	var ns corev1.Namespace
 	require.NoError(t, sigsyaml.UnmarshalStrict(find(t, objs, "Namespace", "hivesched-system").raw, &ns))
 	require.Equal(t, "true", ns.Labels["hivesched.io/scheduler-namespace"])
+	require.Equal(t, "restricted", ns.Labels["pod-security.kubernetes.io/enforce"], "the pod meets the restricted profile")
 	require.Equal(t, "keep", ns.Annotations["helm.sh/resource-policy"])
 	for _, crd := range []string{"virtualclusters.hivesched.io", "affinitygroups.hivesched.io"} {
 		var c apiextensionsv1.CustomResourceDefinition
