@@ -72,6 +72,16 @@ k -n monitoring create serviceaccount not-a-scraper --dry-run=client -o yaml | k
   --set image.repository=hivesched-scheduler --set image.tag="${IMAGE_TAG:-dev}" \
   | tee "$work/helm-install.txt" | sed -n '1,6p'
 "$HELM" --kubeconfig "$KUBECONFIG_FILE" get manifest hivesched -n kube-system >"$work/manifest.yaml"
+# kube-controller-manager creates the Deployment's pods (nothing schedules
+# them here): admitted under the namespace's Pod Security level, restricted.
+for ((i = 0; i < 60; i++)); do
+  pods=$(k -n "$NS" get pods -l app.kubernetes.io/name=hivesched-scheduler -o name | grep -c . || true)
+  ((pods == 2)) && break
+  sleep 1
+done
+((pods == 2)) || { k -n "$NS" get events | tail -5; die "$pods of 2 scheduler pods created (Pod Security?)"; }
+printf '   the Deployment'"'"'s 2 pods admitted in %s (pod-security.kubernetes.io/enforce=%s)\n' "$NS" \
+  "$(k get namespace "$NS" -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}')"
 
 log "the pod's files: the binary from the image, the ConfigMap, a TokenRequest token"
 "$IMAGE_BUILDER" -layout _output/image/oci -platform linux/amd64 -extract "$work/hivesched-scheduler"
@@ -192,8 +202,27 @@ done
 printf '   AffinityGroup vision/%s: %s\n' "$gang" "$phase"
 
 # Everything it did it was allowed to do by the chart's RBAC.
-if grep -i 'forbidden' "$work/scheduler.log" | head -5 | grep .; then die "the scheduler was refused a call under the chart's RBAC"; fi
+if grep -qi 'forbidden' "$work/scheduler.log"; then
+  grep -i 'forbidden' "$work/scheduler.log" | head -5 || true
+  die "the scheduler was refused a call under the chart's RBAC"
+fi
 echo "   no call refused (no 'forbidden' in its log)"
+
+log "helm upgrade: CRDs left out of the release stay (and the VCs with them), are taken back; a config change rolls the pods"
+checksum() { k -n "$NS" get deployment hivesched-scheduler -o jsonpath="{.spec.template.metadata.annotations['checksum/config']}"; }
+vcs_before_upgrade=$(k get virtualclusters -o name | sort)
+checksum_before=$(checksum)
+"$HELM" --kubeconfig "$KUBECONFIG_FILE" upgrade hivesched manifests/charts/hivesched -n kube-system --reuse-values --set crds.install=false >/dev/null
+k get crd virtualclusters.hivesched.io affinitygroups.hivesched.io -o name >/dev/null || die "an upgrade without the CRDs deleted them"
+[[ $(k get virtualclusters -o name | sort) == "$vcs_before_upgrade" ]] || die "VirtualClusters changed by the upgrade"
+"$HELM" --kubeconfig "$KUBECONFIG_FILE" upgrade hivesched manifests/charts/hivesched -n kube-system --reuse-values \
+  --set crds.install=true --set args.permitWaitingTimeSeconds=90 >/dev/null
+"$HELM" --kubeconfig "$KUBECONFIG_FILE" get manifest hivesched -n kube-system >"$work/manifest-upgraded.yaml"
+grep -q 'name: virtualclusters.hivesched.io' "$work/manifest-upgraded.yaml" || die "the CRDs are not back in the release"
+[[ $(checksum) != "$checksum_before" ]] || die "a configuration change left the pod template's checksum as it was"
+printf '   revision %s: CRDs and %s VirtualClusters kept through an upgrade without them; checksum/config %.12s -> %.12s\n' \
+  "$("$HELM" --kubeconfig "$KUBECONFIG_FILE" history hivesched -n kube-system -o json | jq length)" \
+  "$(wc -l <<<"$vcs_before_upgrade")" "$checksum_before" "$(checksum)"
 
 log "stopping the scheduler; helm uninstall keeps CRDs, VirtualClusters, AffinityGroups, the namespace and its key"
 kill "$scheduler_pid"; wait "$scheduler_pid" 2>/dev/null || true; scheduler_pid=
