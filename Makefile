@@ -91,6 +91,19 @@ image-binaries:
 image-builder:
 	cd hack/image && $(GO) build -trimpath -o $(CURDIR)/$(OUT)/bin/image-builder .
 
+## image-push-test: push make image's OCI layout to crane's in-memory registry on a loopback port, as README
+## says to push it, and validate what a client pulls (and the docker-archives); the pinned crane is built
+## into $(OUT)/bin (seconds)
+GGCR_VERSION ?= v0.22.1
+CRANE := $(OUT)/bin/crane-$(GGCR_VERSION)
+.PHONY: image-push-test
+$(CRANE):
+	@mkdir -p $(OUT)/crane-gobin
+	GOBIN=$(CURDIR)/$(OUT)/crane-gobin $(GO) install -trimpath github.com/google/go-containerregistry/cmd/crane@$(GGCR_VERSION)
+	mv $(OUT)/crane-gobin/crane $@
+image-push-test: $(CRANE)
+	CRANE=$(CRANE) IMAGE_TAG=$(IMAGE_TAG) bash hack/image-push-test.sh
+
 ## image-reproducible: make image twice from scratch (binaries rebuilt) and require the same index digest
 image-reproducible:
 	$(MAKE) image
