@@ -149,6 +149,12 @@ chart-test-server: $(HELM)
 chart-install-test: $(HELM) image-builder
 	HELM=$(HELM) IMAGE_BUILDER=$(OUT)/bin/image-builder IMAGE_TAG=$(IMAGE_TAG) bash hack/chart-install-test.sh
 
+## chart-package: the chart as a .tgz in $(OUT)/chart-package whose appVersion, the default image tag, is
+## make image's tag (IMAGE_TAG): with image.repository set to where you pushed it, it installs that image
+.PHONY: chart-package
+chart-package: $(HELM)
+	$(HELM) package manifests/charts/hivesched --app-version $(IMAGE_TAG) -d $(OUT)/chart-package
+
 ## chart-generate: rewrite the chart's copies of the CRDs, RBAC, admission policies, inspect roles and
 ## sample VCs from manifests/ (hack/chartgen; make verify checks them)
 chart-generate:
