@@ -13,7 +13,8 @@
 #      chart's ServiceAccount, the cluster CA and the namespace at
 #      /var/run/secrets/kubernetes.io/serviceaccount, a tmpfs /tmp;
 #      KUBERNETES_SERVICE_HOST/PORT point at the API server; no kubeconfig;
-#   3. its readiness (the inspect server's /readyz, as the chart's probe),
+#   3. the placement key created by the scheduler itself (the local one's is
+#      deleted first when no pod's record needs it); its readiness (the inspect server's /readyz, as the chart's probe),
 #      /livez, and /metrics: 403 for an identity the chart does not list,
 #      200 for the scraper it lists (metrics.scrapers);
 #   4. a gang of 4 pods x 8 GPUs in VC vision (a tenant's pods, created as
@@ -98,6 +99,16 @@ chmod 0755 "$work" "$work/config" "$work/serviceaccount" "$work/hivesched-schedu
 chmod 0644 "$work/config/config.yaml" "$work/serviceaccount/"*
 if [[ ! -e /etc/hivesched ]]; then mkdir /etc/hivesched && made_etc_dir=1; fi
 
+# A first start creates the placement key under the chart's RBAC and the
+# key policy: the key hack/local-up.sh's scheduler (an admin) made goes,
+# unless a pod's signed record still needs it.
+signed_pods=$(k get pods -A -o json | jq '[.items[] | select(.metadata.annotations["hivesched.io/placement-signature"] != null)] | length')
+fresh_key=0
+if ((signed_pods == 0)); then
+  k -n "$NS" delete secret hivesched-placement-key --ignore-not-found >/dev/null
+  fresh_key=1
+fi
+
 log "starting the scheduler as 65532:65532 in a private mount namespace, no kubeconfig"
 export API_HOST=$api_host API_PORT=$api_port POD_NS=$NS
 unshare --mount --propagation private -- bash -c '
@@ -150,6 +161,12 @@ done
 grep -qi 'successfully acquired lease' "$work/scheduler.log" || die "no lease acquired"
 printf '   lease kube-system/hivesched held by %s\n' "$holder"
 k -n "$NS" get secret hivesched-placement-key -o name >/dev/null || die "no placement key in $NS"
+if ((fresh_key)); then
+  printf '   placement key %s/hivesched-placement-key created by the scheduler (manager %s)\n' "$NS" \
+    "$(k -n "$NS" get secret hivesched-placement-key -o jsonpath='{.metadata.managedFields[0].manager}')"
+else
+  printf '   placement key kept: %s pods carry records it signed\n' "$signed_pods"
+fi
 
 log "a gang of 4 pods x 8 GPUs in vc-vision, created by tenant alice"
 # A group name of its own per run: a group's name is its identity, and an
