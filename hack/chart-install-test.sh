@@ -14,13 +14,15 @@
 #      /var/run/secrets/kubernetes.io/serviceaccount, a tmpfs /tmp;
 #      KUBERNETES_SERVICE_HOST/PORT point at the API server; no kubeconfig;
 #   3. the placement key created by the scheduler itself (the local one's is
-#      deleted first when no pod's record needs it); its readiness (the inspect server's /readyz, as the chart's probe),
-#      /livez, and /metrics: 403 for an identity the chart does not list,
-#      200 for the scraper it lists (metrics.scrapers);
+#      deleted first when no pod's record needs it); its readiness (the
+#      inspect server's /readyz, as the chart's probe), /livez, and /metrics:
+#      403 for an identity the chart does not list, 200 for the scraper it
+#      lists (metrics.scrapers);
 #   4. a gang of 4 pods x 8 GPUs in VC vision (a tenant's pods, created as
 #      user alice) binds whole, each pod with its signed placement record;
-#   5. helm uninstall keeps the CRDs, VirtualClusters, AffinityGroups and
-#      the scheduler's namespace with its key.
+#   5. helm upgrade without the CRDs keeps them and the VCs, and a
+#      configuration change rolls the pod template; helm uninstall keeps the
+#      CRDs, VirtualClusters, AffinityGroups and the namespace with its key.
 # Everything started is stopped at the end; the local scheduler is left
 # stopped (hack/local-scheduler.sh start brings it back).
 # HELM, IMAGE_BUILDER, HIVESCHED_PORT_OFFSET (as for make up).
