@@ -72,6 +72,108 @@ build:
 	$(GO) build -o $(BIN)/kubectl-hivesched ./cmd/kubectl-hivesched
 	$(GO) build -o $(BIN)/hivesched-sim ./cmd/hivesched-sim
 
+## image: the scheduler's container image, built here without Docker or a base image (hack/image, a
+## module of its own on go-containerregistry): a static binary (CGO_ENABLED=0, -trimpath, version stamped)
+## per IMAGE_PLATFORMS on an empty base, run as 65532:65532, in one OCI image index; written as an OCI
+## layout ($(IMAGE_OUT)/oci) and one docker-archive per platform ($(IMAGE_OUT)/hivesched-scheduler-<arch>.tar).
+## Reproducible: every time in it is the commit's (SOURCE_DATE_EPOCH), so one commit gives one digest
+## ($(IMAGE_OUT)/digest). image-reproducible builds it twice and compares the digests.
+IMAGE_REPO      ?= ghcr.io/hivesched/hivesched-scheduler
+IMAGE_TAG       ?= $(subst +,_,$(VERSION))
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+IMAGE_OUT       ?= $(OUT)/image
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# As LDFLAGS, but the build date is the commit's: the same commit, the same bytes.
+IMAGE_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
+                 -X k8s.io/component-base/version.gitCommit=$(COMMIT) \
+                 -X k8s.io/component-base/version.buildDate=$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+.PHONY: image image-binaries image-builder image-reproducible image-tag
+## image-tag: the tag make image gives the image (for crane push / skopeo copy)
+image-tag:
+	@echo $(IMAGE_TAG)
+
+image: image-binaries image-builder
+	$(OUT)/bin/image-builder $(foreach p,$(IMAGE_PLATFORMS),-binary $(p)=$(IMAGE_OUT)/bin/$(subst /,_,$(p))/hivesched-scheduler) \
+		-layout $(IMAGE_OUT)/oci -archive-dir $(IMAGE_OUT) -repo $(IMAGE_REPO) -tag $(IMAGE_TAG) \
+		-version $(VERSION) -revision $(COMMIT) -source-date-epoch $(SOURCE_DATE_EPOCH) -digest-file $(IMAGE_OUT)/digest
+
+image-binaries:
+	$(foreach p,$(IMAGE_PLATFORMS),CGO_ENABLED=0 GOOS=$(word 1,$(subst /, ,$(p))) GOARCH=$(word 2,$(subst /, ,$(p))) \
+		$(GO) build -trimpath -buildvcs=false -ldflags "$(IMAGE_LDFLAGS)" \
+		-o $(IMAGE_OUT)/bin/$(subst /,_,$(p))/hivesched-scheduler ./cmd/hivesched-scheduler &&) true
+
+image-builder:
+	cd hack/image && $(GO) build -trimpath -o $(CURDIR)/$(OUT)/bin/image-builder .
+
+## image-push-test: push make image's OCI layout to crane's in-memory registry on a loopback port, as README
+## says to push it, and validate what a client pulls (and the docker-archives); the pinned crane is built
+## into $(OUT)/bin (seconds)
+GGCR_VERSION ?= v0.22.1
+CRANE := $(OUT)/bin/crane-$(GGCR_VERSION)
+.PHONY: image-push-test
+$(CRANE):
+	@mkdir -p $(OUT)/crane-gobin
+	GOBIN=$(CURDIR)/$(OUT)/crane-gobin $(GO) install -trimpath github.com/google/go-containerregistry/cmd/crane@$(GGCR_VERSION)
+	mv $(OUT)/crane-gobin/crane $@
+image-push-test: $(CRANE)
+	CRANE=$(CRANE) IMAGE_TAG=$(IMAGE_TAG) bash hack/image-push-test.sh
+
+## image-reproducible: make image twice from scratch (binaries rebuilt) and require the same index digest
+image-reproducible:
+	$(MAKE) image
+	cp $(IMAGE_OUT)/digest $(OUT)/image-digest.first
+	rm -rf $(IMAGE_OUT)
+	$(MAKE) image
+	@echo "first:  $$(cat $(OUT)/image-digest.first)"; echo "second: $$(cat $(IMAGE_OUT)/digest)"
+	cmp $(OUT)/image-digest.first $(IMAGE_OUT)/digest
+
+## helm: the pinned Helm, built from the Go module proxy into $(OUT)/bin (about 5 minutes the first time),
+## its default Kubernetes version stamped 1.37 (else helm template and lint assume 1.20)
+HELM_VERSION ?= v3.22.0
+HELM := $(OUT)/bin/helm-$(HELM_VERSION)
+HELM_LDFLAGS := -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37 \
+                -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37
+.PHONY: helm chart-test chart-test-server chart-generate
+helm: $(HELM)
+$(HELM):
+	@mkdir -p $(OUT)/helm-gobin
+	GOBIN=$(CURDIR)/$(OUT)/helm-gobin $(GO) install -trimpath -ldflags "$(HELM_LDFLAGS)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(OUT)/helm-gobin/helm $@
+
+## chart-test: the Helm chart (manifests/charts/hivesched): the generated copies of manifests/ up to date,
+## helm lint --strict and helm template of each ci/ values combination, and test/chart (the rendered
+## scheduler configuration through the scheduler's own loader and validation; hack/chart-test.sh)
+chart-test: $(HELM)
+	$(GO) run ./hack/chartgen -check
+	HELM=$(HELM) GO=$(GO) bash hack/chart-test.sh
+
+## chart-test-server: chart-test, then each rendering applied with kubectl apply --dry-run=server to the
+## local cluster (make up; HIVESCHED_PORT_OFFSET as for make up)
+chart-test-server: $(HELM)
+	$(GO) run ./hack/chartgen -check
+	HELM=$(HELM) GO=$(GO) CHART_TEST_KUBECONFIG=$(CURDIR)/$(OUT)/local/kubeconfig KUBECTL=$(CURDIR)/$(OUT)/local/bin/kubectl \
+		bash hack/chart-test.sh
+
+## chart-install-test: on the local cluster (make up; make image first): helm install the chart, run the
+## scheduler from the image's layer as its pod would (uid 65532, the chart's ConfigMap, a token of its
+## ServiceAccount, no kubeconfig: under the chart's RBAC), probes, /metrics for the listed scraper, a gang
+## bound whole, then helm uninstall keeps the CRDs, VCs and AffinityGroups (hack/chart-install-test.sh;
+## needs root for unshare and setpriv). It leaves the local cluster's own scheduler stopped.
+.PHONY: chart-install-test
+chart-install-test: $(HELM) image-builder
+	HELM=$(HELM) IMAGE_BUILDER=$(OUT)/bin/image-builder IMAGE_TAG=$(IMAGE_TAG) bash hack/chart-install-test.sh
+
+## chart-package: the chart as a .tgz in $(OUT)/chart-package whose appVersion, the default image tag, is
+## make image's tag (IMAGE_TAG): with image.repository set to where you pushed it, it installs that image
+.PHONY: chart-package
+chart-package: $(HELM)
+	$(HELM) package manifests/charts/hivesched --app-version $(IMAGE_TAG) -d $(OUT)/chart-package
+
+## chart-generate: rewrite the chart's copies of the CRDs, RBAC, admission policies, inspect roles and
+## sample VCs from manifests/ (hack/chartgen; make verify checks them)
+chart-generate:
+	$(GO) run ./hack/chartgen
+
 ## test: what CI runs: vet, unit tests (with 100k model operations), integration tests on a real API server
 test: vet unit integration
 
@@ -94,9 +196,10 @@ browser-test:
 	@HIVESCHED_CHROMIUM=$(CHROMIUM) $(GO) test -count=1 -timeout 10m -run 'TestDashboardBrowser' -v ./test/integration/ > $(OUT)/browser-test.txt 2>&1; st=$$?; \
 	grep -E '^(=== RUN|--- |PASS|FAIL|ok)|dashboard_browser_test.go|Error:|expected|actual' $(OUT)/browser-test.txt; echo "full log: $(OUT)/browser-test.txt"; exit $$st
 
-## verify: generated code is up to date and Go files are formatted
+## verify: generated code (and the chart's copies of manifests/) is up to date and Go files are formatted
 verify:
 	bash hack/verify-codegen.sh
+	$(GO) run ./hack/chartgen -check
 	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_output/*')); \
 	if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 

@@ -24,7 +24,8 @@ import (
 )
 
 func main() {
-	command := app.NewSchedulerCommand(app.WithPlugin(hivesched.Name, hivesched.New), app.WithPlugin(hivesched.DRAName, hivesched.NewDRA))
+	command := app.NewSchedulerCommand(app.WithPlugin(hivesched.Name, hivesched.New), app.WithPlugin(hivesched.DRAName, hivesched.NewDRA),
+		app.WithPlugin(hivesched.PreemptionName, hivesched.NewPreemption))
 	run := command.RunE
 	command.RunE = func(cmd *cobra.Command, args []string) error {
 		// With leader election, HiveSched rebuilds its state when this

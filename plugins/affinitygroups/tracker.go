@@ -192,6 +192,9 @@ func specOf(req *podrequest.Request) *hv1.AffinityGroupSpec {
 	for _, m := range req.Group.Members {
 		s.Members = append(s.Members, hv1.AffinityGroupMember{PodNumber: m.PodNumber, LeafCellNumber: m.LeafCellNumber})
 	}
+	if req.CellLessPods > 0 {
+		s.Members = append(s.Members, hv1.AffinityGroupMember{PodNumber: req.CellLessPods, LeafCellNumber: 0})
+	}
 	return s
 }
 
@@ -341,6 +344,18 @@ func (t *Tracker) BindGaveUp(group, msg string) {
 	t.podsDeleted(group, func(e *entry) {
 		e.fail("BindFailed", msg)
 		e.reason, e.message = "BindFailed", msg
+	})
+}
+
+// MemberLost notes that the group lost a member while it ran (to another
+// scheduler's preemption, an eviction, the kubelet) and that the scheduler
+// deletes its other members, so that it never runs partly: this lifecycle
+// fails with reason MemberLost; the pods its owner creates again start a
+// new one.
+func (t *Tracker) MemberLost(group, msg string) {
+	t.podsDeleted(group, func(e *entry) {
+		e.fail("MemberLost", msg)
+		e.reason, e.message = "MemberLost", msg
 	})
 }
 

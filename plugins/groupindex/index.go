@@ -7,6 +7,7 @@ package groupindex
 
 import (
 	"math"
+	"sort"
 	"sync"
 	"time"
 
@@ -34,6 +35,8 @@ type Index struct {
 	readSeq uint64
 	// gated: pods PreEnqueue held back until their request is read.
 	gated map[types.UID]bool
+	// gangPods: the pods of each framework gang object (NoteGangPod).
+	gangPods map[podrequest.GangKey]map[types.UID]*v1.Pod
 }
 
 type groupMembers struct {
@@ -574,4 +577,51 @@ func (x *Index) AllPods() []*v1.Pod {
 		}
 	}
 	return pods
+}
+
+// NoteGangPod keeps the pods each framework gang object counts
+// (podrequest.GangKeyOf: a PodGroup's, a Workload API pod group's), fed by
+// the pod informer before the pod's request is read: a gang's shape (its
+// members without leaf cells) is read from its pods (Resolver's GangPods).
+// Terminating and finished pods are not counted: a replacement must not
+// count twice.
+func (x *Index) NoteGangPod(pod *v1.Pod, deleted bool) {
+	key, ok := podrequest.GangKeyOf(pod)
+	if !ok {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	gone := deleted || pod.DeletionTimestamp != nil || pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
+	m := x.gangPods[key]
+	if gone {
+		if m != nil {
+			delete(m, pod.UID)
+			if len(m) == 0 {
+				delete(x.gangPods, key)
+			}
+		}
+		return
+	}
+	if m == nil {
+		if x.gangPods == nil {
+			x.gangPods = map[podrequest.GangKey]map[types.UID]*v1.Pod{}
+		}
+		m = map[types.UID]*v1.Pod{}
+		x.gangPods[key] = m
+	}
+	m[pod.UID] = pod
+}
+
+// GangPods are the live pods the gang object key counts, by name.
+func (x *Index) GangPods(key podrequest.GangKey) []*v1.Pod {
+	x.mu.Lock()
+	m := x.gangPods[key]
+	out := make([]*v1.Pod, 0, len(m))
+	for _, p := range m {
+		out = append(out, p)
+	}
+	x.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

@@ -157,16 +157,23 @@ func (p *HiveSched) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // placementAnnotations assigns the pod its leaf cells inside its group's
 // allocation (AG e3's cell side) and returns the annotations that persist the
 // placement (read back by recovery, ec) and the pod's device indices.
-func (p *HiveSched) placementAnnotations(s *cycleState, pod *v1.Pod) (map[string]string, error) {
+//
+// A member without leaf cells is recorded too, with its node and no cells:
+// it is its gang's member for a restarted scheduler (recovery), whose
+// whole gang goes when any of it goes.
+func (p *HiveSched) placementAnnotations(s *cycleState, pod *v1.Pod, nodeName string) (map[string]string, error) {
 	req, err := p.request(pod)
 	if err != nil || req == nil {
 		return nil, fmt.Errorf("pod spec changed during binding: %v", err)
 	}
-	pp, err := p.core.AssignPod(s.group, podrequest.PodKey(pod), s.leaves)
-	if err != nil {
-		return nil, err
+	pp := cellcore.PodPlacement{Node: nodeName}
+	if !s.cellLess {
+		if pp, err = p.core.AssignPod(s.group, podrequest.PodKey(pod), s.leaves); err != nil {
+			return nil, err
+		}
 	}
 	rec := placement.NewRecord(req.Group, pp, p.groupDowngraded(s.group))
+	rec.CellLessPods = req.CellLessPods
 	rec.Claims = s.claims
 	return p.signer.Annotations(pod, rec, req.Hived), nil
 }
@@ -188,7 +195,7 @@ func (p *HiveSched) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod,
 	if s == nil {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	ann, err := p.placementAnnotations(s, pod)
+	ann, err := p.placementAnnotations(s, pod, nodeName)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
@@ -271,7 +278,7 @@ func (p *HiveSched) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if p.bindsFirst() {
 		return nil
 	}
-	ann, err := p.placementAnnotations(s, pod)
+	ann, err := p.placementAnnotations(s, pod, nodeName)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}

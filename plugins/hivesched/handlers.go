@@ -35,7 +35,7 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 	agInf := vf.Hivesched().V1alpha1().AffinityGroups()
 	_, _ = agInf.Informer().AddEventHandler(handleGroupObject(logger, p.onAG))
 	p.startWorkloadInformers(logger)
-	lookups := podrequest.Lookups{AffinityGroups: agInf.Lister(), PodGroups: p.pgs.listerOrNil}
+	lookups := podrequest.Lookups{AffinityGroups: agInf.Lister(), PodGroups: p.pgs.listerOrNil, GangPods: p.groups.GangPods}
 	if p.wl != nil {
 		lookups.Workloads = p.wl.listers
 	}
@@ -163,6 +163,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	if !ok {
 		return
 	}
+	p.groups.NoteGangPod(pod, deleted)
 	if !deleted && podrequest.MayAsk(pod, p.resource) {
 		// Read the request here, outside every lock (the recovery gate's
 		// below, the queue's in the framework's callbacks, which only
@@ -172,13 +173,20 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 			// A composite's request needs a pod of each of its pod
 			// groups: its other pods, read before this one came, wait.
 			p.compositeMemberRead(logger, pod)
+			// A gang's shape needs all its pods (members without leaf
+			// cells): its other pods, read before this one came, wait.
+			p.gangMemberRead(logger, pod)
 		}
 		if err != nil {
 			p.noteMissingPodGroup(logger, pod, err)
+			if podrequest.IsAwaiting(err) && pod.Spec.NodeName == "" {
+				p.watchWaiting(pod)
+			}
 		}
 	}
 	if deleted {
 		p.wl.noteMissing(pod.UID, false)
+		p.waiting.Delete(pod.UID)
 	}
 	p.recovery.Hold(func(recovered bool) { p.podChanged(logger, pod, deleted, recovered) })
 	if !deleted && p.groups.Ungate(pod) {
@@ -236,7 +244,21 @@ func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recover
 				p.refuseRecord(logger, pod, err)
 			}
 		}
+		if recovered {
+			if how := deletedWhileRunning(pod); how != "" {
+				// Deleted by anyone but HiveSched while it runs: its
+				// gang ends whole now, not once its grace period is over.
+				if group := p.groups.GroupOf(pod); group != "" {
+					p.memberLost(logger, pod, group, how)
+				}
+			}
+		}
 		group, complete := p.groups.Track(pod)
+		if group != "" && !complete && pod.Spec.NodeName == "" {
+			if req, err, ok := p.groups.Cached(pod); ok && err == nil && req != nil && p.groups.MemberCount(group) < req.TotalPods() {
+				p.watchWaiting(pod) // its gang waits for members: told if it still does later
+			}
+		}
 		if group != "" && recovered {
 			if req, err := p.request(pod); err == nil && req != nil {
 				p.ags.Seen(pod, req)
@@ -256,6 +278,15 @@ func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recover
 	if !recovered {
 		p.groups.Untrack(pod)
 		return
+	}
+	// A member taken while it ran ends its whole gang (memberloss.go);
+	// asked before its cells are released, while its group is Allocated.
+	if group := p.groups.GroupOf(pod); group != "" {
+		if how := deletedWhileRunning(pod); how != "" {
+			p.memberLost(logger, pod, group, how)
+		} else if deleted {
+			p.settleLost(logger, pod, group)
+		}
 	}
 	if p.dra != nil && p.dra.DeferRelease(pod, deleted) {
 		// Its GPU claims still hold its devices (the resourceclaim
@@ -295,6 +326,9 @@ func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recover
 			logger.Error(err, "deleting an affinity group", "group", group)
 		}
 		freed += del.FreedLeaves
+	}
+	if empty || res.GroupDeleted {
+		p.lostGangGone(logger, group)
 	}
 	if len(res.ReadyPreemptors) > 0 {
 		p.activate(logger, res.ReadyPreemptors)
@@ -383,6 +417,24 @@ func (p *HiveSched) rereadRefused(logger klog.Logger, namespace string, match fu
 	if err != nil || len(pods) == 0 {
 		return
 	}
+	p.rereadPods(logger, pods, match)
+}
+
+// gangMemberRead re-reads the refused (waiting) requests of the other
+// unbound pods of a framework gang object once one of its pods was read:
+// the gang's shape is read from all its pods (podrequest's gangShape),
+// which the earlier ones waited for.
+func (p *HiveSched) gangMemberRead(logger klog.Logger, pod *v1.Pod) {
+	key, ok := podrequest.GangKeyOf(pod)
+	if !ok {
+		return
+	}
+	p.rereadPods(logger, p.groups.GangPods(key), func(other *v1.Pod) bool { return other.UID != pod.UID })
+}
+
+// rereadPods re-reads the refused requests of the unbound pods match
+// selects, and sends those it makes complete gangs of back to the queue.
+func (p *HiveSched) rereadPods(logger klog.Logger, pods []*v1.Pod, match func(*v1.Pod) bool) {
 	activate := map[string]*v1.Pod{}
 	for _, pod := range pods {
 		if pod.Spec.NodeName != "" || !match(pod) || !p.groups.ForgetRefused(pod) {

@@ -86,6 +86,8 @@ type HiveSched struct {
 	deleter  binding.Deleter           // deletes pods with at most the victims' grace period
 	binds    binds                     // the binding path's pacing and failures (bind.go)
 	cycles   podGroupCycles            // what pod-group cycles hold (podgroupcycle.go)
+	lost     lostGangs                 // gangs that lost a member while they ran (memberloss.go)
+	waiting  sync.Map                  // pod UID -> true: members whose gang's wait is watched (waiting.go)
 	pgs      *podGroups                // scheduler-plugins' PodGroups
 	wl       *workloadAPI              // Workload API PodGroups, nil without GenericWorkload
 	eventLog *inspect.EventLog         // recent preemptions and downgrades, for the dashboard (nil: inspect API off)
@@ -190,6 +192,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		Recovered: p.recovery.Done, TimedOut: p.pendingTimedOut})
 	p.victims = binding.NewEvictor(ctx, p.deleter.Delete, p.stillVictim)
 	p.binds.evictor = binding.NewEvictor(ctx, p.deleter.Delete, p.stillGivenUp)
+	p.lost.ctx, p.lost.evictor = ctx, binding.NewEvictor(ctx, p.deleter.Delete, p.stillLost)
 	cellTypes := cellspec.NewCellTypes(args.PhysicalCluster)
 	p.cellTypes.Store(&cellTypes)
 	cellTypes.WarnSkuTypes(klog.FromContext(ctx), args.PhysicalCluster)

@@ -195,7 +195,7 @@ func (p *HiveSched) releaseExpiredHolds(logger klog.Logger) {
 func (p *HiveSched) reserveInPodGroupCycle(pod *v1.Pod, s *cycleState) *fwk.Status {
 	p.cycles.holds.take(s.group)
 	if st, ok := p.core.AffinityGroupState(s.group); !ok || (st != cellcore.AGAllocated && st != cellcore.AGBeingPreempted) ||
-		!p.core.JoinsPlacement(s.group, podrequest.PodKey(pod), s.leaves) {
+		(!s.cellLess && !p.core.JoinsPlacement(s.group, podrequest.PodKey(pod), s.leaves)) {
 		return fwk.NewStatus(fwk.Unschedulable, "affinity group "+s.group+" no longer holds its cells (its placement was released): it is placed again")
 	}
 	p.groups.Reserve(s.group, pod)
@@ -312,6 +312,12 @@ func (p *HiveSched) GeneratePlacements(ctx context.Context, state fwk.PodGroupCy
 		_, st := p.PreFilter(ctx, scratch, pod, nil)
 		if !st.IsSuccess() {
 			return nil, st
+		}
+		if req.CellLessPods > 0 {
+			// Its members without cells may run on any node (CPU nodes
+			// too): the placement is every node, and HiveSched's Filter
+			// keeps each GPU member to its slot's node.
+			return &fwk.GeneratePlacementsResult{Placements: []*fwk.Placement{{Name: req.Group.Name, Nodes: parent.Nodes}}}, nil
 		}
 		nodes := map[string]bool{}
 		placed, _ := p.core.AffinityGroupStatus(req.Group.Name)

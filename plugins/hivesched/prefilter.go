@@ -41,6 +41,10 @@ type cycleState struct {
 	gpuClaims bool
 	indices   []int32
 	claims    []placement.ClaimRecord
+	// cellLess: a member of its gang that asks for no leaf cells: it holds
+	// none, may run on any node the other filters allow, and is reserved,
+	// permitted and bound with its gang.
+	cellLess bool
 }
 
 func (s *cycleState) Clone() fwk.StateData { return s }
@@ -62,32 +66,87 @@ func readState(state fwk.CycleState) *cycleState {
 }
 
 // PreFilter asks the core for the group's placement. The first member's call
-// decides for the whole group (AG e0 or e1); the others find their slot.
+// decides for the whole group (AG e0 or e1); the others find their slot. In
+// order: the pod's request (a plain pod is skipped), what the group's state
+// says of this pod (groupState), then its slot in a placed group (assign)
+// or the group's decision (decide).
 func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	// Any cycle, a plain pod's too, ends the cycles before it: their
 	// unconfirmed holds go (podgroupcycle.go).
 	pgCycle := rootCycle(state.GetPodGroupSchedulingCycle())
 	p.releaseOtherCycles(klog.FromContext(ctx), pgCycle)
+	req, st := p.readRequest(state, pod)
+	if st != nil {
+		return nil, st
+	}
+	p.noteDisruptionMode(pod)
+	if err := p.ensureRecovered(ctx); err != nil {
+		return nil, fwk.AsStatus(fmt.Errorf("recovering allocations: %w", err))
+	}
+	placed, st := p.groupState(ctx, state, pod, req)
+	if st != nil {
+		return nil, st
+	}
+	if placed {
+		// Decided when the first member came: this member finds its slot.
+		if err := p.core.CheckMember(req.Group); err != nil {
+			return p.refuse(state, pod, req.Group.Name, "InvalidSchedulingSpec", err.Error())
+		}
+		return p.assign(ctx, state, pod, req)
+	}
+	return p.decide(ctx, state, pod, req, pgCycle)
+}
+
+// readRequest reads the pod's request: Skip for a plain pod, a refusal
+// (InvalidSchedulingSpec on the pod) for a bad one.
+func (p *HiveSched) readRequest(state fwk.CycleState, pod *v1.Pod) (*podrequest.Request, *fwk.Status) {
 	req, err := p.request(pod)
 	if err == nil && req != nil {
 		err = p.cellTypes.Load().CheckLeafCellType(req.Group.LeafCellType)
 	}
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
+		_, st := reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
+		return nil, st
 	}
 	if req == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	p.noteDisruptionMode(pod)
-	if err := p.ensureRecovered(ctx); err != nil {
-		return nil, fwk.AsStatus(fmt.Errorf("recovering allocations: %w", err))
-	}
+	return req, nil
+}
+
+// refuse refuses the pod for good with reason, on the pod and the group's
+// AffinityGroup.
+func (p *HiveSched) refuse(state fwk.CycleState, pod *v1.Pod, group, reason, msg string) (*fwk.PreFilterResult, *fwk.Status) {
+	p.event(pod, v1.EventTypeWarning, reason, msg)
+	p.ags.Refuse(group, reason, msg)
+	return reject(state, fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// groupState says what the group's state means for this pod before any
+// decision: placed (Allocated or Being preempted: the pod takes its slot),
+// or a status that ends the cycle (its lifecycle ended, its gang lost a
+// member and is on its way out, its VC refuses it, it waits for members).
+// On the way it returns placements that cannot be used any more to Pending
+// (given up after binding failures, or never bound).
+func (p *HiveSched) groupState(ctx context.Context, state fwk.CycleState, pod *v1.Pod, req *podrequest.Request) (placed bool, st *fwk.Status) {
+	logger := klog.FromContext(ctx)
 	name := req.Group.Name
 	if msg := p.ags.Ended(name, pod); msg != "" {
-		return reject(state, fwk.UnschedulableAndUnresolvable, msg)
+		_, st := reject(state, fwk.UnschedulableAndUnresolvable, msg)
+		return false, st
 	}
 	agState, hasGroup := p.core.AffinityGroupState(name)
+	if why := p.lost.ending(name); why != "" {
+		if hasGroup {
+			// Its old members are on their way out: placed anew, whole,
+			// once they are gone (lostGangGone requeues it).
+			_, st := reject(state, fwk.Unschedulable, why+
+				": its other members are being deleted so that it never runs partly; this pod is placed with a new gang once they are gone")
+			return false, st
+		}
+		p.lost.clear(name) // the old group left the core some other way
+	}
 	// Every member is admitted as a new group is, but one that takes cells
 	// its running group already holds (a member of the placement being
 	// bound, or the replacement of a member that is gone): refusing it would
@@ -96,46 +155,48 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	// namespace must still be allowed and the VC Active.
 	if !hasGroup || agState == cellcore.AGPending || agState == cellcore.AGPreempting || !p.core.JoinsPlacement(name, podrequest.PodKey(pod), req.LeafCellNumber) {
 		if reason := p.vcs.Admits(req.Group.VirtualCluster, pod.Namespace); reason != "" {
-			p.event(pod, v1.EventTypeWarning, "VirtualClusterRefused", reason)
-			p.ags.Refuse(name, "VirtualClusterRefused", reason)
-			return reject(state, fwk.UnschedulableAndUnresolvable, reason)
+			_, st := p.refuse(state, pod, name, "VirtualClusterRefused", reason)
+			return false, st
 		}
+	}
+	if !hasGroup || agState != cellcore.AGAllocated {
+		return hasGroup && agState == cellcore.AGBeingPreempted, nil
 	}
 	// A placement given up after binding failures goes back to Pending once
 	// its bound members are gone (bindfail.go).
-	if hasGroup && agState == cellcore.AGAllocated {
-		rolledBack, st := p.givenUpPreFilter(klog.FromContext(ctx), state, name)
-		if st != nil {
-			return nil, st
+	rolledBack, st := p.givenUpPreFilter(logger, state, name)
+	if st != nil {
+		return false, st
+	}
+	if rolledBack {
+		if have, want := p.groups.MemberCount(name), req.TotalPods(); have < want {
+			// Its bound members were deleted: placed anew once its owner
+			// has created them again (PreEnqueue holds it).
+			_, st := reject(state, fwk.UnschedulableAndUnresolvable,
+				fmt.Sprintf("waiting for the members of affinity group %s: %d of %d pods exist", name, have, want))
+			return false, st
 		}
-		if rolledBack {
-			agState = cellcore.AGPending
-			if have, want := p.groups.MemberCount(name), req.TotalPods(); have < want {
-				// Its bound members were deleted: placed anew once its
-				// owner has created them again (PreEnqueue holds it).
-				return reject(state, fwk.UnschedulableAndUnresolvable,
-					fmt.Sprintf("waiting for the members of affinity group %s: %d of %d pods exist", name, have, want))
-			}
-		}
+		return false, nil
 	}
 	// A group allocated long ago whose pods never bound (another plugin keeps
 	// rejecting its nodes) gives its cells back and is placed again.
-	if hasGroup && agState == cellcore.AGAllocated && p.groups.StaleAllocation(name, p.permitTimeout) {
+	if p.groups.StaleAllocation(name, p.permitTimeout) {
 		if err := p.core.RollbackAffinityGroup(name); err == nil {
-			klog.FromContext(ctx).V(2).Info("rolled back a group whose pods never bound", "group", name)
-			agState = cellcore.AGPending
+			logger.V(2).Info("rolled back a group whose pods never bound", "group", name)
 			p.vcs.Changed()
+			return false, nil
 		}
 	}
-	if hasGroup && (agState == cellcore.AGAllocated || agState == cellcore.AGBeingPreempted) {
-		// Decided when the first member came: this member finds its slot.
-		if err := p.core.CheckMember(req.Group); err != nil {
-			p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-			p.ags.Refuse(name, "InvalidSchedulingSpec", err.Error())
-			return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
-		}
-		return p.assign(ctx, state, pod, req)
-	}
+	return true, nil
+}
+
+// decide asks the core for the group's placement (AG e0: placed, e1:
+// preempt, or wait) and answers the pod: its slot, the preemption its
+// PostFilter (or the pod-group cycle's PodGroupPostFilter) carries out, or
+// why it waits.
+func (p *HiveSched) decide(ctx context.Context, state fwk.CycleState, pod *v1.Pod, req *podrequest.Request, pgCycle fwk.PodGroupCycleState) (*fwk.PreFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	name := req.Group.Name
 	if p.dra != nil {
 		// The decision signals the group's devices in flight in the shared
 		// DRA manager under this pod's GPU claim, which its claim tracker
@@ -145,7 +206,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			return reject(state, fwk.Unschedulable, fmt.Sprintf(
 				"waiting for the scheduler's claim cache to hold GPU claim %s before affinity group %s is placed", c, name))
 		}
-		p.beforeDecision(ctx, klog.FromContext(ctx), name)
+		p.beforeDecision(ctx, logger, name)
 	}
 	start := time.Now()
 	d, err := p.core.Schedule(req.Group)
@@ -154,20 +215,13 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		return nil, internalError(ctx, "schedule", name, pod, err)
 	}
 	if err != nil {
-		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
-		p.ags.Refuse(name, "InvalidSchedulingSpec", err.Error())
-		return reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
+		return p.refuse(state, pod, name, "InvalidSchedulingSpec", err.Error())
 	}
 	p.vcs.Changed()
 	for _, g := range d.Downgraded {
 		// Events and the placement records, the latter in the background.
 		metrics.Downgraded(p.groupVC(g), p.groups.MemberCount(g))
-		p.downgraded(klog.FromContext(ctx), g, lazyNote(g, name, req.Group.Priority, req.Group.VirtualCluster))
-	}
-	if d.Kind == cellcore.Preempt {
-		for _, v := range d.Victims {
-			metrics.VictimGroup(p.groupVC(v))
-		}
+		p.downgraded(logger, g, lazyNote(g, name, req.Group.Priority, req.Group.VirtualCluster))
 	}
 	switch d.Kind {
 	case cellcore.Placed:
@@ -185,11 +239,14 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			p.cycles.holds.add(name, pgCycle)
 		}
 		if p.dra != nil {
-			p.dra.SignalGroup(klog.FromContext(ctx), name, pod, d.Pods)
+			p.dra.SignalGroup(logger, name, pod, d.Pods)
 		}
 		p.ags.Waiting(name, "Scheduled", "its cells are allocated: its pods bind", nil)
 		return p.assign(ctx, state, pod, req)
 	case cellcore.Preempt:
+		for _, v := range d.Victims {
+			metrics.VictimGroup(p.groupVC(v))
+		}
 		state.Write(stateKey, &cycleState{group: name, preempt: &d, leaves: req.LeafCellNumber})
 		if pgCycle != nil {
 			// No PostFilter runs in a pod-group cycle: the group's
@@ -211,7 +268,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 			reason = "Preempting"
 			// Still waiting for victims: make sure every victim pod is on its
 			// way out (a deletion that failed is asked for again).
-			p.evictVictims(klog.FromContext(ctx), pod, name, d.Victims)
+			p.evictVictims(logger, pod, name, d.Victims)
 		}
 		p.ags.Waiting(name, reason, msg, d.Victims)
 		return reject(state, fwk.Unschedulable, msg)
@@ -240,6 +297,13 @@ func internalError(ctx context.Context, operation, group string, pod *v1.Pod, er
 // assign gives the pod its slot in its placed group and narrows the
 // candidate nodes to the slot's node.
 func (p *HiveSched) assign(ctx context.Context, state fwk.CycleState, pod *v1.Pod, req *podrequest.Request) (*fwk.PreFilterResult, *fwk.Status) {
+	if req.CellLess() {
+		// No cells, no slot: every node the profile's other filters
+		// allow, CPU nodes included (HiveD's model has no such member:
+		// docs/affinitygroups.md, "Members without GPUs").
+		state.Write(stateKey, &cycleState{group: req.Group.Name, cellLess: true})
+		return nil, nil
+	}
 	pp, err := p.core.AssignPod(req.Group.Name, podrequest.PodKey(pod), req.LeafCellNumber)
 	if err != nil && !cellcore.IsSpecError(err) {
 		return nil, internalError(ctx, "assign", req.Group.Name, pod, err)
@@ -279,6 +343,9 @@ func (p *HiveSched) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	if s.rejected { // PreFilter refused the pod: no node is for it
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "refused by "+Name+" in PreFilter")
+	}
+	if s.cellLess {
+		return nil
 	}
 	node := nodeInfo.Node()
 	if node == nil || node.Name != s.node {

@@ -238,8 +238,8 @@ func (p *HiveSched) recoverGroup(logger klog.Logger, g recovery.Group, when stri
 // handed out again; a group the core holds with other cells cannot take it,
 // which is reported.
 func (p *HiveSched) adopt(logger klog.Logger, pod *v1.Pod, rec placement.Record) {
-	if p.core.PodAssigned(rec.Group, podrequest.PodKey(pod)) {
-		return
+	if rec.CellLess() || p.core.PodAssigned(rec.Group, podrequest.PodKey(pod)) {
+		return // a member without cells holds nothing of the core's
 	}
 	st, known := p.core.AffinityGroupState(rec.Group)
 	if known && st != cellcore.AGPending {

@@ -52,6 +52,11 @@ type Record struct {
 	Downgraded           bool                           `json:"downgraded,omitempty"`
 	SpreadKey            string                         `json:"spreadKey,omitempty"`
 	WithinTopologyKey    string                         `json:"withinTopologyKey,omitempty"`
+	// CellLessPods is how many members of the group ask for no leaf cells
+	// (podrequest.Request.CellLessPods). Such a member's own record has
+	// no leaf cell indices: it holds no cells, and recovery takes it back
+	// as a member of its gang only.
+	CellLessPods int32 `json:"cellLessPods,omitempty"`
 	// Claims are the pod's GPU claims (DRA) and the devices hivesched
 	// allocated in them, written before the pod was bound: a restarted
 	// scheduler takes the pod's cells as hivesched's only if its claims
@@ -88,8 +93,11 @@ func (r Record) Spec() cellcore.AffinityGroupSpec {
 // Request is the pod request a trusted record stands for: the group as it
 // was placed, whatever the pod's labels say now.
 func (r Record) Request() *podrequest.Request {
-	return &podrequest.Request{Group: r.Spec(), LeafCellNumber: int32(len(r.LeafCellIndices))}
+	return &podrequest.Request{Group: r.Spec(), LeafCellNumber: int32(len(r.LeafCellIndices)), CellLessPods: r.CellLessPods}
 }
+
+// CellLess: the record is of a member that holds no cells.
+func (r Record) CellLess() bool { return len(r.LeafCellIndices) == 0 }
 
 // Recovered is the pod's cells as the core's recovery takes them.
 func (r Record) Recovered(pod *v1.Pod) cellcore.RecoveredPod {
@@ -127,8 +135,11 @@ func Decode(s string) (Record, error) {
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return r, fmt.Errorf("annotation %s is not valid: %v", Annotation, err)
 	}
-	if r.Group == "" || r.Node == "" || len(r.Members) == 0 || len(r.LeafCellIndices) == 0 {
+	if r.Group == "" || r.Node == "" || len(r.Members) == 0 || (len(r.LeafCellIndices) == 0 && r.CellLessPods <= 0) {
 		return r, fmt.Errorf("annotation %s lacks group, node, members or leaf cells", Annotation)
+	}
+	if r.CellLessPods < 0 || r.CellLessPods > cellcore.MaxPodsPerGroup {
+		return r, fmt.Errorf("annotation %s has %d members without leaf cells, more than a group can have (%d)", Annotation, r.CellLessPods, cellcore.MaxPodsPerGroup)
 	}
 	if len(r.Claims) > maxRecordClaims {
 		return r, fmt.Errorf("annotation %s has %d claims, more than a pod can have (%d)", Annotation, len(r.Claims), maxRecordClaims)

@@ -85,6 +85,10 @@ func FuzzDecodePlacement(f *testing.F) {
 	g := cellcore.AffinityGroupSpec{Name: "ns/g", VirtualCluster: "vc", Priority: 3, Members: []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 4}}}
 	f.Add(NewRecord(g, cellcore.PodPlacement{Node: "n1", LeafCellType: "V100", LeafCellIndices: []int32{4, 5, 6, 7}}, false).Encode())
 	f.Add(NewRecord(g, cellcore.PodPlacement{Node: "n1", LeafCellIndices: []int32{0}}, true).Encode())
+	cellLess := NewRecord(g, cellcore.PodPlacement{Node: "cpu-0"}, false)
+	cellLess.CellLessPods = 1
+	f.Add(cellLess.Encode())
+	f.Add(`{"group":"ns/g","node":"n","members":[{"podNumber":1,"leafCellNumber":1}],"leafCellIndices":[],"cellLessPods":-1}`)
 	f.Add(`{"group":"x"}`)
 	f.Add(`{"group":"ns/g","node":"n","members":[{"podNumber":2147483647,"leafCellNumber":2147483647}],"leafCellIndices":[2147483647]}`)
 	f.Add(`[`)
@@ -98,7 +102,13 @@ func FuzzDecodePlacement(f *testing.F) {
 		require.NotEmpty(t, r.Node)
 		require.NotEmpty(t, r.Members)
 		require.LessOrEqual(t, len(r.Members), maxRecordMembers)
-		require.NotEmpty(t, r.LeafCellIndices)
+		if len(r.LeafCellIndices) == 0 {
+			// A member without cells: its group counts it.
+			require.Positive(t, r.CellLessPods)
+			require.True(t, r.CellLess())
+		}
+		require.GreaterOrEqual(t, r.CellLessPods, int32(0))
+		require.LessOrEqual(t, r.CellLessPods, int32(cellcore.MaxPodsPerGroup))
 		again, err := Decode(r.Encode())
 		require.NoError(t, err)
 		require.Equal(t, r, again)

@@ -188,9 +188,13 @@ func (s *Signer) Trusted(pod *v1.Pod) (Record, error) {
 // and the record's signature for this pod.
 func (s *Signer) Annotations(pod *v1.Pod, rec Record, hived bool) map[string]string {
 	encoded, indices := rec.Encode(), indicesString(rec.LeafCellIndices)
-	ann := map[string]string{Annotation: encoded, AnnotationLeafCellIndices: indices}
-	if hived {
-		ann[AnnotationHivedIsolation] = indices
+	ann := map[string]string{Annotation: encoded}
+	if !rec.CellLess() {
+		// A member without leaf cells has no devices to name.
+		ann[AnnotationLeafCellIndices] = indices
+		if hived {
+			ann[AnnotationHivedIsolation] = indices
+		}
 	}
 	ann[AnnotationSignature] = s.sign(pod, encoded)
 	return ann

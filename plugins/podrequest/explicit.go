@@ -36,9 +36,6 @@ func FromAffinityGroup(pod *v1.Pod, ag *hv1.AffinityGroup, res v1.ResourceName) 
 	if err != nil {
 		return nil, err
 	}
-	if leaves <= 0 {
-		return nil, fmt.Errorf("pod belongs to AffinityGroup %s/%s but requests no %s: request the leaf cells (GPUs) of one of its members", ag.Namespace, ag.Name, res)
-	}
 	if vc, ok := pod.Labels[LabelVirtualCluster]; ok && vc != ag.Spec.VirtualCluster {
 		return nil, fmt.Errorf("pod's label %s=%q disagrees with its AffinityGroup %s/%s (virtualCluster %q): drop the label or make them agree",
 			LabelVirtualCluster, vc, ag.Namespace, ag.Name, ag.Spec.VirtualCluster)
@@ -60,10 +57,17 @@ func FromAffinityGroup(pod *v1.Pod, ag *hv1.AffinityGroup, res v1.ResourceName) 
 	g.LazyPreemptionEnable = ag.Spec.LazyPreemption
 	g.WithinTopologyKey = ag.Spec.WithinTopologyKey
 	for _, m := range ag.Spec.Members {
-		if m.PodNumber <= 0 || m.LeafCellNumber <= 0 {
-			return nil, fmt.Errorf("AffinityGroup %s/%s: members need positive podNumber and leafCellNumber", ag.Namespace, ag.Name)
+		if m.PodNumber <= 0 || m.LeafCellNumber < 0 || int64(r.CellLessPods)+int64(m.PodNumber) > cellcore.MaxPodsPerGroup {
+			return nil, fmt.Errorf("AffinityGroup %s/%s: members need a positive podNumber and a leafCellNumber of 0 (members without GPUs) or more", ag.Namespace, ag.Name)
+		}
+		if m.LeafCellNumber == 0 {
+			r.CellLessPods += m.PodNumber
+			continue
 		}
 		g.Members = append(g.Members, cellcore.AffinityGroupMember{PodNumber: m.PodNumber, LeafCellNumber: m.LeafCellNumber})
+	}
+	if leaves == 0 && r.CellLessPods == 0 {
+		return nil, fmt.Errorf("pod belongs to AffinityGroup %s/%s but requests no %s: request the leaf cells (GPUs) of one of its members, or give the group a member of leafCellNumber 0", ag.Namespace, ag.Name, res)
 	}
 	if err := checkRequest(r); err != nil {
 		return nil, err

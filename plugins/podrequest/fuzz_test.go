@@ -19,9 +19,11 @@ func checkParsed(t *testing.T, r *Request) {
 	require.NotEmpty(t, g.Name)
 	require.GreaterOrEqual(t, g.Priority, cellcore.OpportunisticPriority)
 	require.LessOrEqual(t, g.Priority, cellcore.MaxPriority)
-	require.Positive(t, r.LeafCellNumber)
-	var pods int64
-	own := false
+	require.GreaterOrEqual(t, r.LeafCellNumber, int32(0))
+	require.GreaterOrEqual(t, r.CellLessPods, int32(0))
+	require.NotEmpty(t, g.Members, "a group has members with cells (the core's)")
+	pods := int64(r.CellLessPods)
+	own := r.LeafCellNumber == 0 && r.CellLessPods > 0 // a member without cells
 	for _, m := range g.Members {
 		require.Positive(t, m.PodNumber)
 		require.Positive(t, m.LeafCellNumber)

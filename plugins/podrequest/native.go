@@ -37,8 +37,12 @@ func Parse(pod *v1.Pod, resourceName v1.ResourceName) (*Request, error) {
 	if vc == "" {
 		return nil, fmt.Errorf("label %s is empty", LabelVirtualCluster)
 	}
-	if leaves <= 0 {
-		return nil, fmt.Errorf("pod names virtual cluster %q but requests no %s: request the leaf cells (GPUs) it needs", vc, resourceName)
+	name, grouped := pod.Labels[LabelAffinityGroup]
+	if leaves <= 0 && !grouped {
+		// Alone, it would ask the VC for nothing: most likely a GPU request
+		// forgotten, which must not run without GPUs unnoticed. A member of
+		// a gang may ask for none (the gang's shape says so).
+		return nil, fmt.Errorf("pod names virtual cluster %q but requests no %s: request the leaf cells (GPUs) it needs, or make it a member of a gang whose shape (annotation %s) counts members without them (\"2x8,1x0\")", vc, resourceName, AnnotationGroupMembers)
 	}
 	r := &Request{LeafCellNumber: leaves}
 	g := &r.Group
@@ -61,7 +65,6 @@ func Parse(pod *v1.Pod, resourceName v1.ResourceName) (*Request, error) {
 		}
 		g.LazyPreemptionEnable = b
 	}
-	name, grouped := pod.Labels[LabelAffinityGroup]
 	members := pod.Annotations[AnnotationGroupMembers]
 	switch {
 	case !grouped && members != "":
@@ -70,13 +73,13 @@ func Parse(pod *v1.Pod, resourceName v1.ResourceName) (*Request, error) {
 		name = pod.Name
 		g.Members = []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: leaves}}
 	case members == "":
-		return nil, fmt.Errorf("label %s=%q needs annotation %s: the number of pods (\"4\") or the shape (\"2x8,1x4\")", LabelAffinityGroup, name, AnnotationGroupMembers)
+		return nil, fmt.Errorf("label %s=%q needs annotation %s: the number of pods (\"4\") or the shape (\"2x8,1x4\", \"2x8,1x0\" with a member that needs no GPU)", LabelAffinityGroup, name, AnnotationGroupMembers)
 	default:
-		ms, err := parseMembers(members, leaves)
+		ms, cellLess, err := parseMembers(members, leaves)
 		if err != nil {
 			return nil, err
 		}
-		g.Members = ms
+		g.Members, r.CellLessPods = ms, cellLess
 	}
 	if name == "" {
 		return nil, fmt.Errorf("label %s is empty", LabelAffinityGroup)
@@ -90,23 +93,35 @@ func Parse(pod *v1.Pod, resourceName v1.ResourceName) (*Request, error) {
 	return r, nil
 }
 
-func parseMembers(s string, own int32) ([]cellcore.AffinityGroupMember, error) {
+// parseMembers reads a gang's shape: "4" (four pods of own leaf cells each)
+// or "2x8,1x4,1x0"; members of 0 leaf cells (cell-less) are counted apart.
+func parseMembers(s string, own int32) ([]cellcore.AffinityGroupMember, int32, error) {
 	s = strings.TrimSpace(s)
 	if n, err := strconv.ParseInt(s, 10, 32); err == nil {
 		if n <= 0 {
-			return nil, fmt.Errorf("annotation %s=%q: the number of pods must be positive", AnnotationGroupMembers, s)
+			return nil, 0, fmt.Errorf("annotation %s=%q: the number of pods must be positive", AnnotationGroupMembers, s)
 		}
-		return []cellcore.AffinityGroupMember{{PodNumber: int32(n), LeafCellNumber: own}}, nil
+		if own == 0 {
+			return nil, 0, fmt.Errorf("annotation %s=%q says every pod of the gang has this pod's size, which asks for no leaf cells: write the gang's shape, the members without GPUs as Nx0 (\"2x8,1x0\")", AnnotationGroupMembers, s)
+		}
+		return []cellcore.AffinityGroupMember{{PodNumber: int32(n), LeafCellNumber: own}}, 0, nil
 	}
 	var out []cellcore.AffinityGroupMember
+	var cellLess int64
 	for _, part := range strings.Split(s, ",") {
 		pods, leaves, ok := strings.Cut(strings.TrimSpace(part), "x")
 		p, err1 := strconv.ParseInt(pods, 10, 32)
 		l, err2 := strconv.ParseInt(leaves, 10, 32)
-		if !ok || err1 != nil || err2 != nil || p <= 0 || l <= 0 {
-			return nil, fmt.Errorf("annotation %s=%q: %q is not PODSxLEAFCELLS (for example 2x8)", AnnotationGroupMembers, s, part)
+		if !ok || err1 != nil || err2 != nil || p <= 0 || l < 0 {
+			return nil, 0, fmt.Errorf("annotation %s=%q: %q is not PODSxLEAFCELLS (for example 2x8, or 1x0 for a member without GPUs)", AnnotationGroupMembers, s, part)
+		}
+		if l == 0 {
+			if cellLess += p; cellLess > cellcore.MaxPodsPerGroup {
+				return nil, 0, fmt.Errorf("annotation %s=%q has %d members without leaf cells, more than the supported %d pods of a group", AnnotationGroupMembers, s, cellLess, cellcore.MaxPodsPerGroup)
+			}
+			continue
 		}
 		out = append(out, cellcore.AffinityGroupMember{PodNumber: int32(p), LeafCellNumber: int32(l)})
 	}
-	return out, nil
+	return out, int32(cellLess), nil
 }

@@ -2,7 +2,6 @@ package podrequest
 
 import (
 	"fmt"
-	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -57,6 +56,10 @@ func (r *Resolver) fromPodGroup(pod *v1.Pod) (*Request, error, bool) {
 	if pg.Spec.MinMember <= 0 {
 		return nil, fmt.Errorf("PodGroup %s/%s: minMember must be positive, got %d", pod.Namespace, name, pg.Spec.MinMember), true
 	}
+	shape, err := r.gangShape(pod, fmt.Sprintf("PodGroup %s/%s", pod.Namespace, name), pg.Spec.MinMember)
+	if err != nil {
+		return nil, err, true
+	}
 	// The pod's own form, named after its PodGroup.
 	q := pod.DeepCopy()
 	q.Labels[LabelVirtualCluster] = vc
@@ -64,7 +67,7 @@ func (r *Resolver) fromPodGroup(pod *v1.Pod) (*Request, error, bool) {
 	if q.Annotations == nil {
 		q.Annotations = map[string]string{}
 	}
-	q.Annotations[AnnotationGroupMembers] = strconv.Itoa(int(pg.Spec.MinMember))
+	q.Annotations[AnnotationGroupMembers] = shape
 	req, err := Parse(q, res)
 	return req, err, true
 }

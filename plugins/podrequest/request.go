@@ -60,19 +60,30 @@ const (
 
 // Request is what a pod asks the cell core for.
 type Request struct {
-	Group          cellcore.AffinityGroupSpec // Name is namespace/group
-	LeafCellNumber int32                      // this pod's leaf cells
+	Group          cellcore.AffinityGroupSpec // Name is namespace/group; Members are those with leaf cells
+	LeafCellNumber int32                      // this pod's leaf cells (0: a cell-less member)
 	Hived          bool                       // asked in HiveD's form
+	// CellLessPods is how many of the gang's pods ask for no leaf cells (an
+	// MPI launcher, a Ray head, a trainer's initializers): they count toward
+	// the gang's size, are placed and bound with it, all or nothing, and
+	// hold no cells, so the cell core never sees them (Group.Members are
+	// the members with cells). docs/affinitygroups.md, "Members without
+	// GPUs".
+	CellLessPods int32
 }
 
-// TotalPods is how many pods the request's group has.
+// TotalPods is how many pods the request's group has, cell-less ones
+// included.
 func (r *Request) TotalPods() int {
-	n := 0
+	n := int(r.CellLessPods)
 	for _, m := range r.Group.Members {
 		n += int(m.PodNumber)
 	}
 	return n
 }
+
+// CellLess: the pod is a member of its gang that asks for no leaf cells.
+func (r *Request) CellLess() bool { return r.LeafCellNumber == 0 }
 
 // PodKey is the key the cell core knows a pod by: its UID, so that a pod
 // replaced under the same name is another pod.
@@ -118,24 +129,47 @@ func checkRequest(r *Request) error {
 	if g.Priority < cellcore.OpportunisticPriority || g.Priority > cellcore.MaxPriority {
 		return fmt.Errorf("priority %d is out of range: -1 for opportunistic, 0..%d for guaranteed", g.Priority, cellcore.MaxPriority)
 	}
-	var pods int64
+	pods := int64(r.CellLessPods)
 	for _, m := range g.Members {
 		pods += int64(m.PodNumber)
 	}
 	if pods > cellcore.MaxPodsPerGroup {
-		return fmt.Errorf("affinity group %q has %d pods (members %s), more than the supported %d", g.Name, pods, membersString(g.Members), cellcore.MaxPodsPerGroup)
+		return fmt.Errorf("affinity group %q has %d pods (members %s), more than the supported %d", g.Name, pods, r.membersString(), cellcore.MaxPodsPerGroup)
+	}
+	if len(g.Members) == 0 {
+		return fmt.Errorf("affinity group %q has no member that asks for leaf cells (members %s): hivesched places gangs with GPUs; a gang of pods without any is not a VC's to place, drop its %s label", g.Name, r.membersString(), LabelVirtualCluster)
 	}
 	return checkOwnSize(r)
 }
 
 // checkOwnSize: the pod's own leaf cell count must be one of its group's.
 func checkOwnSize(r *Request) error {
+	if r.LeafCellNumber == 0 && r.CellLessPods > 0 {
+		return nil
+	}
 	for _, m := range r.Group.Members {
 		if m.LeafCellNumber == r.LeafCellNumber {
 			return nil
 		}
 	}
-	return fmt.Errorf("pod asks for %d leaf cells, but its affinity group %q has no member of that size (members: %s)", r.LeafCellNumber, r.Group.Name, membersString(r.Group.Members))
+	return fmt.Errorf("pod asks for %d leaf cells, but its affinity group %q has no member of that size (members: %s)", r.LeafCellNumber, r.Group.Name, r.membersString())
+}
+
+// Shape is the request's group shape as annotation hivesched.io/group-members
+// writes it: "2x8,1x0" (members without leaf cells last).
+func Shape(r *Request) string { return r.membersString() }
+
+// membersString is the group's shape as annotation hivesched.io/group-members
+// writes it: "2x8,1x0".
+func (r *Request) membersString() string {
+	s := membersString(r.Group.Members)
+	if r.CellLessPods > 0 {
+		if s != "" {
+			s += ","
+		}
+		s += fmt.Sprintf("%dx0", r.CellLessPods)
+	}
+	return s
 }
 
 func membersString(ms []cellcore.AffinityGroupMember) string {

@@ -2,13 +2,16 @@ package podrequest
 
 import (
 	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	alphalisters "k8s.io/client-go/listers/scheduling/v1alpha3"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1beta1"
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
-	"strings"
 
 	hv1listers "github.com/hivesched/hivesched/apis/generated/listers/hivesched/v1alpha1"
 )
@@ -41,6 +44,97 @@ type Lookups struct {
 	// many of the leaf cell resource (WithLeafRequest); an error says what
 	// it waits for (IsAwaiting) or what to fix.
 	Claims func(pod *v1.Pod) (leaves int64, has bool, err error)
+	// GangPods, if set, are the live pods (not terminating) of the gang a
+	// framework's object counts (GangKeyOf): a PodGroup's or a Workload
+	// API pod group's. Their sizes make the gang's shape, members without
+	// leaf cells included; without it a gang is minMember pods of each
+	// pod's own size, as before.
+	GangPods func(GangKey) []*v1.Pod
+}
+
+// GangKey names the pods a framework's gang object counts: those of one
+// scheduler-plugins PodGroup (label scheduling.x-k8s.io/pod-group) or one
+// Workload API pod group (spec.schedulingGroup.podGroupName) of a
+// namespace.
+type GangKey struct {
+	Namespace, Name string
+	Workload        bool // a Workload API pod group, else a PodGroup
+}
+
+// GangKeyOf is the gang object a pod is counted by (ok false: none).
+func GangKeyOf(pod *v1.Pod) (GangKey, bool) {
+	if name := PodGroupName(pod); name != "" {
+		return GangKey{Namespace: pod.Namespace, Name: name, Workload: true}, true
+	}
+	if name := pod.Labels[LabelPodGroup]; name != "" {
+		return GangKey{Namespace: pod.Namespace, Name: name}, true
+	}
+	return GangKey{}, false
+}
+
+// gangShape is the shape (annotation hivesched.io/group-members' form) of
+// the gang of minCount pods that what (a PodGroup's or pod group's
+// description) counts: with members that ask for no leaf cells, read from
+// its pods, which must all exist first (until they do the request waits:
+// IsAwaiting); without, minCount pods of the pod's own size, as gangs were
+// read before members without leaf cells were.
+func (r *Resolver) gangShape(pod *v1.Pod, what string, minCount int32) (string, error) {
+	key, _ := GangKeyOf(pod)
+	if r.lookups.GangPods == nil {
+		return strconv.Itoa(int(minCount)), nil
+	}
+	pods := r.lookups.GangPods(key)
+	if int32(len(pods)) < minCount {
+		return "", Awaiting(fmt.Sprintf("%s waits for its pods: %d of its %d exist (a gang is placed with all its members, those without GPUs included)", what, len(pods), minCount))
+	}
+	sizes := map[int64]int32{}
+	var cellLess int32
+	for _, p := range pods {
+		n, err := r.PodLeaves(p)
+		if err != nil {
+			if IsAwaiting(err) {
+				return "", err
+			}
+			return "", fmt.Errorf("%s: its pod %s: %w", what, p.Name, err)
+		}
+		if n == 0 {
+			cellLess++
+		} else {
+			sizes[n]++
+		}
+	}
+	if cellLess == 0 {
+		return strconv.Itoa(int(minCount)), nil
+	}
+	if len(sizes) == 0 {
+		return "", fmt.Errorf("%s: none of its pods asks for leaf cells (%s): hivesched places gangs with GPUs; drop its %s label", what, r.resource, LabelVirtualCluster)
+	}
+	var parts []string
+	if int32(len(pods)) == minCount {
+		keys := make([]int64, 0, len(sizes))
+		for k := range sizes {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i] > keys[j] })
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%dx%d", sizes[k], k))
+		}
+	} else {
+		// More pods than the minimum: which of them make the gang is not
+		// known, so its GPU members must all be of one size.
+		if len(sizes) > 1 {
+			return "", fmt.Errorf("%s has %d pods, more than its minimum %d, with members of several sizes: hivesched cannot tell which of them make the gang; make the minimum the number of pods", what, len(pods), minCount)
+		}
+		gpu := minCount - cellLess
+		if gpu <= 0 {
+			return "", fmt.Errorf("%s: its %d pods without %s are as many as its minimum %d: a gang placed by hivesched needs members with GPUs", what, cellLess, r.resource, minCount)
+		}
+		for k := range sizes {
+			parts = append(parts, fmt.Sprintf("%dx%d", gpu, k))
+		}
+	}
+	parts = append(parts, fmt.Sprintf("%dx0", cellLess))
+	return strings.Join(parts, ","), nil
 }
 
 // Workloads are the Workload API's listers.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -167,8 +166,12 @@ func (r *Resolver) fromWorkload(pod *v1.Pod) (*Request, error, bool) {
 		if pol.Gang.MinCount <= 0 {
 			return nil, fmt.Errorf("pod group %s/%s: gang minCount must be positive, got %d", pod.Namespace, name, pol.Gang.MinCount), true
 		}
+		shape, err := r.gangShape(pod, fmt.Sprintf("pod group %s/%s", pod.Namespace, name), pol.Gang.MinCount)
+		if err != nil {
+			return nil, err, true
+		}
 		q.Labels[LabelAffinityGroup] = name
-		q.Annotations[AnnotationGroupMembers] = strconv.Itoa(int(pol.Gang.MinCount))
+		q.Annotations[AnnotationGroupMembers] = shape
 	default:
 		// Basic: one by one, each pod a group alone.
 		delete(q.Labels, LabelAffinityGroup)
@@ -305,9 +308,8 @@ func (w *Workloads) composite(pod *v1.Pod, pg *schedv1beta1.PodGroup, parent str
 		if size < 0 {
 			return nil, &awaitingError{fmt.Sprintf("composite pod group %s/%s: waiting for a pod of its pod group %q, whose size makes a member of the group", ns, parent, c.Name)}
 		}
-		if size <= 0 {
-			return nil, fmt.Errorf("composite pod group %s/%s: the pods of its pod group %q request no %s; every pod of a composite hivesched places asks for leaf cells", ns, parent, c.Name, res)
-		}
+		// A pod group of pods without leaf cells (a trainer's
+		// initializers) makes members without cells: "2x0".
 		members = append(members, fmt.Sprintf("%dx%d", c.Spec.SchedulingPolicy.Gang.MinCount, size))
 	}
 	return &compositeRequest{

@@ -63,10 +63,21 @@ func Groups(pods []*v1.Pod, trust func(*v1.Pod) (placement.Record, error), untru
 // group had been downgraded.
 func (g Group) Recover(core *cellcore.Core) (res cellcore.RecoverResult, recorded bool, err error) {
 	var rp []cellcore.RecoveredPod
-	for _, m := range g.Pods {
+	var spec *placement.Record
+	for i, m := range g.Pods {
+		if m.Record.CellLess() {
+			continue // a member without cells: nothing of the core's
+		}
 		rp = append(rp, m.Record.Recovered(m.Pod))
 		recorded = recorded || m.Record.Downgraded
+		spec = &g.Pods[i].Record
 	}
-	res, err = core.RecoverAffinityGroup(g.Pods[0].Record.Spec(), rp)
+	if spec == nil {
+		// Only members without cells run (its GPU members finished or
+		// are gone): the core holds nothing of it, the index keeps them
+		// as the gang's members.
+		return res, false, nil
+	}
+	res, err = core.RecoverAffinityGroup(spec.Spec(), rp)
 	return res, recorded, err
 }

@@ -271,14 +271,14 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		"plugins": map[string]any{
 			// As manifests/scheduler: DynamicResources runs wrapped, without
 			// GPU claims, which HiveSched allocates.
-			"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.DRAName}, map[string]any{"name": hivesched.Name}},
-				"disabled": []any{map[string]any{"name": "DynamicResources"}}},
-			"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
-			"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
-			"bind":       map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
-			// As manifests/scheduler, for Workload API pod groups.
-			"podGroupPostFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
-			"placementGenerate":  map[string]any{"disabled": []any{map[string]any{"name": "TopologyPlacementGenerator"}}},
+			// HiveSchedPreemption is DefaultPreemption for the pods and pod
+			// groups HiveSched does not place.
+			"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.DRAName}, map[string]any{"name": hivesched.Name},
+				map[string]any{"name": hivesched.PreemptionName}},
+				"disabled": []any{map[string]any{"name": "DynamicResources"}, map[string]any{"name": "DefaultPreemption"}}},
+			"queueSort":         map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
+			"bind":              map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
+			"placementGenerate": map[string]any{"disabled": []any{map[string]any{"name": "TopologyPlacementGenerator"}}},
 		},
 		"pluginConfig": []any{
 			// As manifests/scheduler: HiveD's pods carry a resource no node
@@ -306,7 +306,8 @@ func (c *cluster) startScheduler(t *testing.T, physical map[string]any, profileO
 		hivesched.AwaitLeadership(true)
 		defer hivesched.AwaitLeadership(false)
 	}
-	setup := []app.Option{app.WithPlugin(hivesched.Name, hivesched.New), app.WithPlugin(hivesched.DRAName, hivesched.NewDRA)}
+	setup := []app.Option{app.WithPlugin(hivesched.Name, hivesched.New), app.WithPlugin(hivesched.DRAName, hivesched.NewDRA),
+		app.WithPlugin(hivesched.PreemptionName, hivesched.NewPreemption)}
 	if extra, ok := profile[extraPluginsKey]; ok {
 		delete(profile, extraPluginsKey)
 		setup = append(setup, extra.([]app.Option)...)

@@ -96,6 +96,9 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		// The DynamicResources wrapper of the HiveSchedClaims contender's
 		// profile (withDRA).
 		hivesched.DRAName: hivesched.NewDRA,
+		// DefaultPreemption for the pods HiveSched does not place, as
+		// manifests/scheduler enables it.
+		hivesched.PreemptionName: hivesched.NewPreemption,
 	}
 	schedperf.RunBenchmarkPerfScheduling(b, configFile, "hivesched", registry, schedperf.WithPrepareFn(watchGangs))
 }
@@ -281,16 +284,19 @@ func withoutSpreadDefaults(cfg map[string]any) map[string]any {
 // HiveSchedPreBind.
 func schedulerConfig(n int, bindFirst bool) map[string]any {
 	plugins := map[string]any{
-		"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}},
-		"queueSort":  map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
-		"postFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+		// As manifests/scheduler: HiveSchedPreemption in DefaultPreemption's
+		// place, at postFilter and podGroupPostFilter (HiveSched preempts
+		// whole gangs for its own pods and pod groups, the wrapper for the
+		// others).
+		"multiPoint": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}, map[string]any{"name": hivesched.PreemptionName}},
+			"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
+		"queueSort": map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}, "disabled": []any{map[string]any{"name": "PrioritySort"}}},
 		// As manifests/scheduler, for Workload API pod groups (feature gate
 		// GenericWorkload; the HiveSchedWorkloadAPI contender): HiveSched
-		// preempts whole gangs for them too, and gives its gangs their one
-		// placement (only the first placement generator of a profile runs).
-		// Without the gates these extension points are never called.
-		"podGroupPostFilter": map[string]any{"disabled": []any{map[string]any{"name": "DefaultPreemption"}}},
-		"placementGenerate":  map[string]any{"disabled": []any{map[string]any{"name": "TopologyPlacementGenerator"}}},
+		// gives its gangs their one placement (only the first placement
+		// generator of a profile runs). Without the gates this extension
+		// point is never called.
+		"placementGenerate": map[string]any{"disabled": []any{map[string]any{"name": "TopologyPlacementGenerator"}}},
 	}
 	if bindFirst {
 		plugins["bind"] = map[string]any{"enabled": []any{map[string]any{"name": hivesched.Name}}}
@@ -329,8 +335,8 @@ func withDRA(cfg map[string]any) map[string]any {
 	profile := cfg["profiles"].([]any)[0].(map[string]any)
 	plugins := profile["plugins"].(map[string]any)
 	plugins["multiPoint"] = map[string]any{
-		"enabled":  []any{map[string]any{"name": hivesched.DRAName}, map[string]any{"name": hivesched.Name}},
-		"disabled": []any{map[string]any{"name": "DynamicResources"}},
+		"enabled":  []any{map[string]any{"name": hivesched.DRAName}, map[string]any{"name": hivesched.Name}, map[string]any{"name": hivesched.PreemptionName}},
+		"disabled": []any{map[string]any{"name": "DynamicResources"}, map[string]any{"name": "DefaultPreemption"}},
 	}
 	return cfg
 }

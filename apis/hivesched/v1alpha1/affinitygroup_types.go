@@ -147,11 +147,13 @@ type AffinityGroupSpec struct {
 	PendingTimeoutSeconds *int32 `json:"pendingTimeoutSeconds,omitempty"`
 }
 
-// AffinityGroupMember is PodNumber pods of LeafCellNumber leaf cells.
+// AffinityGroupMember is PodNumber pods of LeafCellNumber leaf cells. A
+// member of 0 leaf cells asks for no GPU (an MPI launcher, a Ray head): it
+// is placed and bound with the gang and holds no cells.
 type AffinityGroupMember struct {
 	// +kubebuilder:validation:Minimum=1
 	PodNumber int32 `json:"podNumber"`
-	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Minimum=0
 	LeafCellNumber int32 `json:"leafCellNumber"`
 }
 

@@ -21,7 +21,9 @@ package v1alpha1
 // AffinityGroupMemberApplyConfiguration represents a declarative configuration of the AffinityGroupMember type for use
 // with apply.
 //
-// AffinityGroupMember is PodNumber pods of LeafCellNumber leaf cells.
+// AffinityGroupMember is PodNumber pods of LeafCellNumber leaf cells. A
+// member of 0 leaf cells asks for no GPU (an MPI launcher, a Ray head): it
+// is placed and bound with the gang and holds no cells.
 type AffinityGroupMemberApplyConfiguration struct {
 	PodNumber      *int32 `json:"podNumber,omitempty"`
 	LeafCellNumber *int32 `json:"leafCellNumber,omitempty"`
