@@ -236,3 +236,35 @@ func TestInspectServiceProxyManifest(t *testing.T) {
 	}
 	require.Len(t, kinds, 6)
 }
+
+// config-stock.yaml is make conformance's baseline: kube-scheduler's stock
+// default profile in hivesched's binary. It must be that and no more: a
+// hivesched plugin enabled there would make the side-by-side comparison
+// compare hivesched with itself.
+func TestStockConfiguration(t *testing.T) {
+	path := filepath.Join("..", "..", "manifests", "scheduler", "config-stock.yaml")
+	cfg, err := options.LoadConfigFromFile(klog.Background(), path)
+	require.NoError(t, err)
+	require.NoError(t, schedvalidation.ValidateKubeSchedulerConfiguration(cfg))
+	require.Len(t, cfg.Profiles, 1)
+	p := cfg.Profiles[0]
+	require.Equal(t, "default-scheduler", p.SchedulerName)
+	ours := map[string]bool{hivesched.Name: true, hivesched.DRAName: true, hivesched.PreemptionName: true}
+	if p.Plugins != nil {
+		for _, set := range []schedconfig.PluginSet{p.Plugins.MultiPoint, p.Plugins.QueueSort, p.Plugins.PreFilter,
+			p.Plugins.Filter, p.Plugins.PostFilter, p.Plugins.PreScore, p.Plugins.Score, p.Plugins.Reserve,
+			p.Plugins.Permit, p.Plugins.PreBind, p.Plugins.Bind, p.Plugins.PostBind} {
+			for _, pl := range set.Enabled {
+				require.False(t, ours[pl.Name], "the stock profile enables %s", pl.Name)
+			}
+			require.Empty(t, set.Disabled, "the stock profile disables a default plugin")
+		}
+	}
+	for _, pc := range p.PluginConfig {
+		require.False(t, ours[pc.Name], "the stock profile configures %s", pc.Name)
+	}
+	// hack/local-up.sh fills in this line, as in the other configurations.
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^clientConnection:\n(  #.*\n)*  kubeconfig: ""$`, string(raw))
+}
