@@ -80,6 +80,16 @@ func (c *cluster) runBeside(t *testing.T) {
 	})
 }
 
+// twoNodeVC makes two 8-GPU nodes, namespace ns with VC ns-vc of both, and
+// a hivesched scheduler of them; it returns the first node's name.
+func (c *cluster) twoNodeVC(t *testing.T, ns string) string {
+	c.createNodes(t, ns, 1, 2, 0)
+	c.createNamespace(t, ns)
+	c.createVC(t, ns+"-vc", []string{ns}, "V100-NODE", 2)
+	c.startScheduler(t, physicalCluster(ns, 1, 2, 0))
+	return ns + "-r0-n0"
+}
+
 // requireGangLost checks that a gang that lost a member ended whole: none of
 // its pods is left, its AffinityGroup failed with reason MemberLost, and its
 // VC counts none of its cells.
@@ -128,11 +138,7 @@ func TestPreemptionForOtherPods(t *testing.T) {
 
 	t.Run("a gang's pods: victims of a system-critical pod only, and then the whole gang", func(t *testing.T) {
 		const ns = "pre-gang"
-		c.createNodes(t, ns, 1, 2, 0)
-		c.createNamespace(t, ns)
-		c.createVC(t, ns+"-vc", []string{ns}, "V100-NODE", 2)
-		c.startScheduler(t, physicalCluster(ns, 1, 2, 0))
-		n0 := ns + "-r0-n0"
+		n0 := c.twoNodeVC(t, ns)
 
 		gang := withCPU(gangPods(ns, "train", ns+"-vc", 0, 2, 8), 40)
 		c.createPods(t, gang)
@@ -182,12 +188,8 @@ func TestPreemptionForOtherPods(t *testing.T) {
 
 	t.Run("beside the stock scheduler: its preemption of one member ends the whole gang", func(t *testing.T) {
 		const ns = "pre-beside"
-		c.createNodes(t, ns, 1, 2, 0)
-		c.createNamespace(t, ns)
-		c.createVC(t, ns+"-vc", []string{ns}, "V100-NODE", 2)
-		c.startScheduler(t, physicalCluster(ns, 1, 2, 0))
+		n0 := c.twoNodeVC(t, ns)
 		c.runBeside(t)
-		n0 := ns + "-r0-n0"
 
 		gang := withCPU(gangPods(ns, "train", ns+"-vc", 0, 2, 8), 60)
 		c.createPods(t, gang)
