@@ -267,6 +267,22 @@ fail() {
   exit 1
 }
 
+# fail_exited NAME: fail, saying that NAME exited and, if this shell started
+# it, with which status (bash keeps the statuses of its children). Only for
+# a NAME that component_pid finds not running; never in a subshell, which
+# cannot wait for its parent's children.
+fail_exited() {
+  local pid st=0
+  pid=$(cat "$(pid_file "$1")" 2>/dev/null) || pid=
+  # A live pid is a stranger's (ours exited): wait would block on it.
+  if [[ $pid =~ ^[0-9]+$ ]] && ! proc_alive "$pid"; then
+    wait "$pid" 2>/dev/null || st=$?
+    # 127: not our child (or setsid could not find the binary: its log says).
+    if ((st != 127)); then fail "$1" "exited (status $st)"; fi
+  fi
+  fail "$1" "exited"
+}
+
 STARTED=0
 # start NAME CMD...: start CMD in the background unless NAME already runs;
 # sets STARTED=1 if it started it.
@@ -315,7 +331,7 @@ wait_healthy() {
   deadline=$(($(now_ms) + timeout * 1000))
   shift 2
   until "$@" >/dev/null 2>&1; do
-    component_pid "$name" >/dev/null || fail "$name" "exited"
+    component_pid "$name" >/dev/null || fail_exited "$name"
     (($(now_ms) < deadline)) || fail "$name" "not healthy within $timeout s"
     sleep 0.2
   done

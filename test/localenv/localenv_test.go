@@ -141,8 +141,9 @@ start q "$LOCAL_BIN/quitter"
 wait_healthy q 20 false
 echo "wait_healthy returned"
 `)
-	if err == nil || !strings.Contains(out, "ERROR: q exited") {
-		t.Fatalf("want \"q exited\" and a failure, got %v:\n%s", err, out)
+	// false's status: this shell started it, so it can tell.
+	if err == nil || !strings.Contains(out, "ERROR: q exited (status 1);") {
+		t.Fatalf("want \"q exited (status 1)\" and a failure, got %v:\n%s", err, out)
 	}
 	if d := time.Since(t0); d > 10*time.Second {
 		t.Fatalf("the exit was reported after %v, not at once", d)
