@@ -749,7 +749,7 @@ start_scheduler() {
   fi
   for i in "${!names[@]}"; do
     if ((REPLICA_STARTED[i])); then
-      component_pid "${names[i]}" >/dev/null || fail "${names[i]}" "exited"
+      component_pid "${names[i]}" >/dev/null || fail_exited "${names[i]}"
     fi
     wait_healthy "${names[i]}" 30 scheduler_started "${names[i]}"
   done
