@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
+	"github.com/hivesched/hivesched/test/util"
+)
+
+// Issue 39: the frameworks' real controllers hand hivesched whole gangs that
+// hold members without GPUs (an MPI launcher, a Ray head). Each test here
+// runs one framework's controller, built from the Go module proxy by a
+// hack/local-*.sh script, and checks that its gang binds whole, that the
+// member without GPUs holds no cells, and how long it took.
+
+// operatorReady skips (or, with env set, fails) the test unless the
+// operator's health probe on the local cluster's port portVar answers.
+func operatorReady(t *testing.T, e *env, name, portVar, env, start string) {
+	t.Helper()
+	port, err := util.LocalPort(e.root, portVar)
+	require.NoError(t, err)
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	if err == nil {
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("readyz: %s", resp.Status)
+		}
+	}
+	if err != nil {
+		msg := fmt.Sprintf("%s is not ready on 127.0.0.1:%d (%v): start it with %s", name, port, err, start)
+		if os.Getenv(env) != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+}
+
+// bindClock records, from a watch, when each pod matching a selector was
+// first seen bound. The PodScheduled condition's time has a resolution of
+// one second, too coarse for a bind spread of milliseconds; the watch sees
+// each binding as the API server sends it (a few ms late, equally for all).
+type bindClock struct {
+	mu    sync.Mutex
+	bound map[string]time.Time
+	w     watch.Interface
+}
+
+func startBindClock(t *testing.T, e *env, ns, selector string) *bindClock {
+	w, err := e.kube.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	require.NoError(t, err)
+	c := &bindClock{bound: map[string]time.Time{}, w: w}
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*v1.Pod)
+			if !ok || p.Spec.NodeName == "" {
+				continue
+			}
+			c.mu.Lock()
+			if _, seen := c.bound[p.Name]; !seen {
+				c.bound[p.Name] = time.Now()
+			}
+			c.mu.Unlock()
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return c
+}
+
+// gangTimes is what a framework's gang took: from the create call of the
+// framework's object to the last member bound, and the spread between the
+// first and the last member's binding (watch times; the PodScheduled
+// conditions' spread, in whole seconds, is reported beside it).
+type gangTimes struct {
+	createToBound, spread time.Duration
+	conditionSpread       time.Duration
+}
+
+func (c *bindClock) times(t *testing.T, created time.Time, got []v1.Pod) gangTimes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var first, last time.Time
+	var condFirst, condLast time.Time
+	for _, p := range got {
+		at, ok := c.bound[p.Name]
+		require.True(t, ok, "pod %s is bound but the watch never saw it bound", p.Name)
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == v1.PodScheduled && cond.Status == v1.ConditionTrue {
+				ct := cond.LastTransitionTime.Time
+				if condFirst.IsZero() || ct.Before(condFirst) {
+					condFirst = ct
+				}
+				if ct.After(condLast) {
+					condLast = ct
+				}
+			}
+		}
+	}
+	return gangTimes{createToBound: last.Sub(created), spread: last.Sub(first), conditionSpread: condLast.Sub(condFirst)}
+}
+
+func (g gangTimes) String() string {
+	return fmt.Sprintf("create to every pod bound %v, bind spread %v (PodScheduled conditions: %v, 1 s resolution)",
+		g.createToBound.Round(time.Millisecond), g.spread.Round(time.Millisecond), g.conditionSpread)
+}
+
+// gangMembers checks what a bound gang's pods recorded: every pod one
+// group of vc, those asking no GPU bound with no cells, the others with
+// gpus cells each; it returns the pods without cells.
+func gangMembers(t *testing.T, got []v1.Pod, vc string, gpus int) (cellLess []v1.Pod) {
+	t.Helper()
+	group := ""
+	for _, p := range got {
+		rec, err := placement.Decode(p.Annotations[placement.Annotation])
+		require.NoError(t, err, "pod %s's placement record", p.Name)
+		require.Equal(t, vc, rec.VirtualCluster, "pod %s", p.Name)
+		if group == "" {
+			group = rec.Group
+		}
+		require.Equal(t, group, rec.Group, "pod %s is in another group than its gang", p.Name)
+		if rec.CellLess() {
+			require.Empty(t, p.Annotations[hivesched.AnnotationLeafCellIndices], "pod %s holds no cells", p.Name)
+			require.Positive(t, rec.CellLessPods, "pod %s's record counts no member without cells", p.Name)
+			cellLess = append(cellLess, p)
+			continue
+		}
+		require.Len(t, rec.LeafCellIndices, gpus, "pod %s", p.Name)
+	}
+	return cellLess
+}
+
+// sample returns manifests/samples/FILE with its object's name (the line
+// "  name: FROM") renamed to name: the tests run the samples the README
+// points at.
+func sample(t *testing.T, e *env, file, from, name string) string {
+	raw, err := os.ReadFile(filepath.Join(e.root, "manifests", "samples", file))
+	require.NoError(t, err)
+	s := string(raw)
+	require.Equal(t, 1, strings.Count(s, "\n  name: "+from+"\n"), "%s names one object %s", file, from)
+	return strings.Replace(s, "\n  name: "+from+"\n", "\n  name: "+name+"\n", 1)
+}
+
+// TestMPIJob (issue 39): manifests/samples/mpijob.yaml through training-operator v1.8.1's MPI
+// controller (hack/local-kubeflow.sh, --gang-scheduler-name=hivesched) is
+// one scheduler-plugins PodGroup of minMember launcher + workers; its
+// launcher asks for no GPU. A 1 + 3 x 8 GPU job binds whole (the launcher
+// with no cells, the workers in vc-vision's rack); a second one waits
+// with none of its pods bound, its launcher included, and binds whole
+// once the first is deleted.
+func TestMPIJob(t *testing.T) {
+	e := setup(t)
+	operatorReady(t, e, "Kubeflow's training-operator", "KUBEFLOW_PROBE_PORT", envKubeflow, "hack/local-kubeflow.sh (make kubeflow)")
+	racks := topCells(t, e.root)
+	sel := func(name string) string { return "training.kubeflow.org/job-name=" + name }
+	del := func(names ...string) {
+		e.kubectl(t, append([]string{"delete", "mpijob", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+	}
+	del("mpi-a", "mpi-b")
+	e.waitPods(t, "vision", "training.kubeflow.org/operator-name=mpijob-controller", 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+	t.Cleanup(func() { del("mpi-a", "mpi-b") })
+
+	// check: 4 pods, one of them the launcher without cells, the workers
+	// on three nodes of one rack.
+	check := func(name string, got []v1.Pod) {
+		for _, p := range got {
+			require.Equal(t, "hivesched", p.Spec.SchedulerName, "pod %s", p.Name)
+			require.Equal(t, name, p.Labels["scheduling.x-k8s.io/pod-group"], "pod %s", p.Name)
+		}
+		cellLess := gangMembers(t, got, "vc-vision", 8)
+		require.Len(t, cellLess, 1, "the launcher is the one member without GPUs")
+		require.Equal(t, "launcher", cellLess[0].Labels["training.kubeflow.org/replica-type"])
+		rack, nodes := "", map[string]bool{}
+		for _, p := range got {
+			if p.Name == cellLess[0].Name {
+				continue
+			}
+			nodes[p.Spec.NodeName] = true
+			if rack == "" {
+				rack = racks[p.Spec.NodeName]
+			}
+			require.Equal(t, rack, racks[p.Spec.NodeName], "MPIJob %s's workers span racks", name)
+		}
+		require.Len(t, nodes, 3, "three 8-GPU workers on three nodes")
+	}
+
+	clockA := startBindClock(t, e, "vision", sel("mpi-a"))
+	created := time.Now()
+	cmdIn(t, e, sample(t, e, "mpijob.yaml", "pi", "mpi-a"), "apply", "-f", "-")
+	a := e.waitPods(t, "vision", sel("mpi-a"), 4, 90*time.Second, "Running", running)
+	timesA := clockA.times(t, created, a)
+	check("mpi-a", a)
+	pg := e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", "mpi-a", "-o", "jsonpath={.spec.minMember}")
+	require.Equal(t, "4", pg, "training-operator's PodGroup for mpi-a: launcher + 3 workers")
+	t.Logf("MPIJob mpi-a (launcher + 3 x 8 GPUs) bound whole: %v", timesA)
+
+	// A second job of the same size cannot fit beside it: none of its pods
+	// may bind, not even the launcher, which would fit anywhere.
+	clockB := startBindClock(t, e, "vision", sel("mpi-b"))
+	cmdIn(t, e, sample(t, e, "mpijob.yaml", "pi", "mpi-b"), "apply", "-f", "-")
+	e.waitPods(t, "vision", sel("mpi-b"), 4, 60*time.Second, "created by the operator", func(v1.Pod) bool { return true })
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("mpi-b")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of mpi-b was bound while mpi-a holds vc-vision's rack: the gang must wait whole", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel("mpi-b"), "WaitingForMembers", false)
+
+	released := time.Now()
+	del("mpi-a")
+	b := e.waitPods(t, "vision", sel("mpi-b"), 4, 90*time.Second, "Running", running)
+	check("mpi-b", b)
+	t.Logf("MPIJob mpi-b bound whole after mpi-a was deleted: %v (from the delete)", clockB.times(t, released, b))
+}
+
+// requireEvent checks whether any pod matching selector got an event of
+// reason (want true) or none did (want false).
+func requireEvent(t *testing.T, e *env, ns, selector, reason string, want bool) {
+	t.Helper()
+	names := map[string]bool{}
+	for _, p := range e.livePods(t, ns, selector) {
+		names[p.Name] = true
+	}
+	evs, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=" + reason})
+	require.NoError(t, err)
+	var hit []string
+	for _, ev := range evs.Items {
+		if ev.InvolvedObject.Kind == "Pod" && names[ev.InvolvedObject.Name] {
+			hit = append(hit, ev.InvolvedObject.Name+": "+ev.Message)
+		}
+	}
+	sort.Strings(hit)
+	if want {
+		require.NotEmpty(t, hit, "no %s event on the pods of %s", reason, selector)
+	} else {
+		require.Empty(t, hit, "%s events on the pods of %s", reason, selector)
+	}
+}
