@@ -32,6 +32,18 @@ e2e:
 	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_KUBEFLOW=$(filter 1,$(E2E_KUBEFLOW)) \
 		$(GO) test -count=1 -v -timeout 20m ./test/e2e/...
 
+## e2e-frameworks: the framework tests whose controllers are slow to build (issue 39): KubeRay v1.5.0's
+## operator (hack/local-kuberay.sh, scheduler-plugins mode; ~5 min to build the first time) on the local
+## cluster, whose hivesched profile is renamed for it to scheduler-plugins-scheduler (the name KubeRay writes
+## into every pod; HIVESCHED_SCHEDULER_NAME) while TestKubeRay runs, and named hivesched again afterwards
+.PHONY: e2e-frameworks
+e2e-frameworks:
+	HIVESCHED_SCHEDULER_NAME=scheduler-plugins-scheduler bash hack/local-up.sh
+	bash hack/local-kuberay.sh
+	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
+		$(GO) test -count=1 -v -timeout 10m -run '^TestKubeRay$$' ./test/e2e/; st=$$?; \
+		bash hack/local-up.sh; exit $$st
+
 ## kubeflow: build Kubeflow's training-operator v1.8.1 (a throwaway module in _output/kubeflow), install its
 ## CRDs and start it on the local cluster with --gang-scheduler-name=hivesched (make down stops it)
 .PHONY: kubeflow

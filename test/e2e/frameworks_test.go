@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -256,4 +257,103 @@ func requireEvent(t *testing.T, e *env, ns, selector, reason string, want bool) 
 	} else {
 		require.Empty(t, hit, "%s events on the pods of %s", reason, selector)
 	}
+}
+
+// envFrameworks makes the framework tests that need their own make target
+// (TestKubeRay) fail, rather than skip, when their operator or the profile
+// name they need is missing (make e2e-frameworks sets it).
+const envFrameworks = "HIVESCHED_E2E_FRAMEWORKS"
+
+// kubeRaySchedulerName is the schedulerName KubeRay's scheduler-plugins mode
+// writes into every pod (fixed in its code).
+const kubeRaySchedulerName = "scheduler-plugins-scheduler"
+
+// profileName is the schedulerName of the running local scheduler's
+// profile (hack/local-up.sh writes it, HIVESCHED_SCHEDULER_NAME).
+func profileName(t *testing.T, e *env) string {
+	raw, err := os.ReadFile(filepath.Join(e.root, "_output", "local", "scheduler-config.yaml"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^- schedulerName: (\S+)$`).FindStringSubmatch(string(raw))
+	require.NotNil(t, m, "no profile in the local scheduler's config")
+	return m[1]
+}
+
+// TestKubeRay (issue 39): manifests/samples/raycluster.yaml through KubeRay
+// v1.5.0's operator in its scheduler-plugins mode (hack/local-kuberay.sh):
+// one scheduler-plugins PodGroup of minMember head + workers, every pod's
+// schedulerName overwritten with scheduler-plugins-scheduler, which the local
+// hivesched profile answers to (HIVESCHED_SCHEDULER_NAME). A CPU head + 3 x 8
+// GPU workers binds whole (the head with no cells, the workers in
+// vc-vision's rack); a second RayCluster waits with none of its pods bound,
+// its head included, and binds whole once the first is deleted.
+func TestKubeRay(t *testing.T) {
+	e := setup(t)
+	operatorReady(t, e, "KubeRay's operator", "KUBERAY_PROBE_PORT", envFrameworks, "hack/local-kuberay.sh (make e2e-frameworks)")
+	if name := profileName(t, e); name != kubeRaySchedulerName {
+		msg := fmt.Sprintf("the local hivesched profile is %q; KubeRay's pods ask for %q: bring the cluster up with HIVESCHED_SCHEDULER_NAME=%s (make e2e-frameworks does)", name, kubeRaySchedulerName, kubeRaySchedulerName)
+		if os.Getenv(envFrameworks) != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	racks := topCells(t, e.root)
+	sel := func(name string) string { return "ray.io/cluster=" + name }
+	del := func(names ...string) {
+		e.kubectl(t, append([]string{"delete", "raycluster", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+		for _, n := range names {
+			e.waitPods(t, "vision", sel(n), 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+		}
+	}
+	del("ray-a", "ray-b")
+	t.Cleanup(func() { del("ray-a", "ray-b") })
+
+	check := func(name string, got []v1.Pod) {
+		for _, p := range got {
+			require.Equal(t, kubeRaySchedulerName, p.Spec.SchedulerName, "pod %s", p.Name)
+			require.Equal(t, name, p.Labels["scheduling.x-k8s.io/pod-group"], "pod %s", p.Name)
+		}
+		cellLess := gangMembers(t, got, "vc-vision", 8)
+		require.Len(t, cellLess, 1, "the head is the one member without GPUs")
+		require.Equal(t, "head", cellLess[0].Labels["ray.io/node-type"])
+		rack, nodes := "", map[string]bool{}
+		for _, p := range got {
+			if p.Name == cellLess[0].Name {
+				continue
+			}
+			nodes[p.Spec.NodeName] = true
+			if rack == "" {
+				rack = racks[p.Spec.NodeName]
+			}
+			require.Equal(t, rack, racks[p.Spec.NodeName], "RayCluster %s's workers span racks", name)
+		}
+		require.Len(t, nodes, 3, "three 8-GPU workers on three nodes")
+	}
+
+	clockA := startBindClock(t, e, "vision", sel("ray-a"))
+	created := time.Now()
+	cmdIn(t, e, sample(t, e, "raycluster.yaml", "ray", "ray-a"), "apply", "-f", "-")
+	a := e.waitPods(t, "vision", sel("ray-a"), 4, 90*time.Second, "Running", running)
+	timesA := clockA.times(t, created, a)
+	check("ray-a", a)
+	pg := e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", "ray-a", "-o", "jsonpath={.spec.minMember}")
+	require.Equal(t, "4", pg, "KubeRay's PodGroup for ray-a: head + 3 workers")
+	t.Logf("RayCluster ray-a (CPU head + 3 x 8 GPUs) bound whole: %v", timesA)
+
+	clockB := startBindClock(t, e, "vision", sel("ray-b"))
+	cmdIn(t, e, sample(t, e, "raycluster.yaml", "ray", "ray-b"), "apply", "-f", "-")
+	e.waitPods(t, "vision", sel("ray-b"), 4, 60*time.Second, "created by the operator", func(v1.Pod) bool { return true })
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("ray-b")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of ray-b was bound while ray-a holds vc-vision's rack: the gang must wait whole", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel("ray-b"), "WaitingForMembers", false)
+
+	released := time.Now()
+	del("ray-a")
+	b := e.waitPods(t, "vision", sel("ray-b"), 4, 90*time.Second, "Running", running)
+	check("ray-b", b)
+	t.Logf("RayCluster ray-b bound whole after ray-a was deleted: %v (from the delete)", clockB.times(t, released, b))
 }
