@@ -121,7 +121,7 @@ func (c *bindClock) times(t *testing.T, created time.Time, got []v1.Pod) gangTim
 }
 
 func (g gangTimes) String() string {
-	return fmt.Sprintf("create to every pod bound %v, bind spread %v (PodScheduled conditions: %v, 1 s resolution)",
+	return fmt.Sprintf("every pod bound after %v, bind spread %v (PodScheduled conditions: %v, 1 s resolution)",
 		g.createToBound.Round(time.Millisecond), g.spread.Round(time.Millisecond), g.conditionSpread)
 }
 
@@ -212,7 +212,7 @@ func TestMPIJob(t *testing.T) {
 	check("mpi-a", a)
 	pg := e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", "mpi-a", "-o", "jsonpath={.spec.minMember}")
 	require.Equal(t, "4", pg, "training-operator's PodGroup for mpi-a: launcher + 3 workers")
-	t.Logf("MPIJob mpi-a (launcher + 3 x 8 GPUs) bound whole: %v", timesA)
+	t.Logf("MPIJob mpi-a (launcher + 3 x 8 GPUs) bound whole; from its create: %v", timesA)
 
 	// A second job of the same size cannot fit beside it: none of its pods
 	// may bind, not even the launcher, which would fit anywhere.
@@ -232,7 +232,7 @@ func TestMPIJob(t *testing.T) {
 	del("mpi-a")
 	b := e.waitPods(t, "vision", sel("mpi-b"), 4, 90*time.Second, "Running", running)
 	check("mpi-b", b)
-	t.Logf("MPIJob mpi-b bound whole after mpi-a was deleted: %v (from the delete)", clockB.times(t, released, b))
+	t.Logf("MPIJob mpi-b bound whole after mpi-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
 }
 
 // requireEvent checks whether any pod matching selector got an event of
@@ -300,11 +300,16 @@ func TestKubeRay(t *testing.T) {
 	sel := func(name string) string { return "ray.io/cluster=" + name }
 	del := func(names ...string) {
 		e.kubectl(t, append([]string{"delete", "raycluster", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+	}
+	// A RayCluster's pods go after it (the garbage collector): wait for
+	// them too, as they hold their cells until they are gone.
+	delAndWait := func(names ...string) {
+		del(names...)
 		for _, n := range names {
 			e.waitPods(t, "vision", sel(n), 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
 		}
 	}
-	del("ray-a", "ray-b")
+	delAndWait("ray-a", "ray-b")
 	t.Cleanup(func() { del("ray-a", "ray-b") })
 
 	check := func(name string, got []v1.Pod) {
@@ -337,7 +342,7 @@ func TestKubeRay(t *testing.T) {
 	check("ray-a", a)
 	pg := e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", "ray-a", "-o", "jsonpath={.spec.minMember}")
 	require.Equal(t, "4", pg, "KubeRay's PodGroup for ray-a: head + 3 workers")
-	t.Logf("RayCluster ray-a (CPU head + 3 x 8 GPUs) bound whole: %v", timesA)
+	t.Logf("RayCluster ray-a (CPU head + 3 x 8 GPUs) bound whole; from its create: %v", timesA)
 
 	clockB := startBindClock(t, e, "vision", sel("ray-b"))
 	cmdIn(t, e, sample(t, e, "raycluster.yaml", "ray", "ray-b"), "apply", "-f", "-")
@@ -352,8 +357,8 @@ func TestKubeRay(t *testing.T) {
 	requireEvent(t, e, "vision", sel("ray-b"), "WaitingForMembers", false)
 
 	released := time.Now()
-	del("ray-a")
+	delAndWait("ray-a")
 	b := e.waitPods(t, "vision", sel("ray-b"), 4, 90*time.Second, "Running", running)
 	check("ray-b", b)
-	t.Logf("RayCluster ray-b bound whole after ray-a was deleted: %v (from the delete)", clockB.times(t, released, b))
+	t.Logf("RayCluster ray-b bound whole after ray-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
 }
