@@ -73,6 +73,12 @@ port KUBEFLOW_WEBHOOK_PORT 10272
 # webhooks are off).
 port KUBERAY_METRICS_PORT 10273
 port KUBERAY_PROBE_PORT 10274
+# JobSet's controller (hack/local-jobset.sh): metrics, health probes and its
+# webhook server (its webhooks are always on; the API server calls them on
+# 127.0.0.1).
+port JOBSET_METRICS_PORT 10275
+port JOBSET_PROBE_PORT 10276
+port JOBSET_WEBHOOK_PORT 10277
 unset -f port
 APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
 
@@ -109,8 +115,9 @@ cluster_env() {
 # API server, etcd last because a kube-apiserver whose etcd is gone hangs on
 # SIGTERM. fakedra is the fake DRA driver (test/fakedra). scheduler-2 runs only with HIVESCHED_REPLICAS=2 (two replicas
 # under leader election), training-operator only after
-# hack/local-kubeflow.sh, kuberay-operator only after hack/local-kuberay.sh.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator kuberay-operator)
+# hack/local-kubeflow.sh, kuberay-operator and jobset-controller only after
+# hack/local-kuberay.sh and hack/local-jobset.sh.
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator kuberay-operator jobset-controller)
 
 # Builds share two cores with other work in the tree: stay polite.
 NICE=(nice -n 10)

@@ -150,6 +150,33 @@ func gangMembers(t *testing.T, got []v1.Pod, vc string, gpus int) (cellLess []v1
 	return cellLess
 }
 
+// checkGang checks a framework's bound gang of 4 in vc-vision: every pod
+// of scheduler schedulerName and of PodGroup podGroup, one member without
+// GPUs (the one cellLess says: a launcher, a head, a coordinator) bound
+// with no cells, and three 8-GPU workers on three nodes of one rack.
+func checkGang(t *testing.T, racks map[string]string, what string, got []v1.Pod, schedulerName, podGroup string, cellLess func(v1.Pod) bool) {
+	t.Helper()
+	for _, p := range got {
+		require.Equal(t, schedulerName, p.Spec.SchedulerName, "pod %s", p.Name)
+		require.Equal(t, podGroup, p.Labels["scheduling.x-k8s.io/pod-group"], "pod %s", p.Name)
+	}
+	noCells := gangMembers(t, got, "vc-vision", 8)
+	require.Len(t, noCells, 1, "%s: one member without GPUs", what)
+	require.True(t, cellLess(noCells[0]), "%s: pod %s holds no cells but is not the member without GPUs", what, noCells[0].Name)
+	rack, nodes := "", map[string]bool{}
+	for _, p := range got {
+		if p.Name == noCells[0].Name {
+			continue
+		}
+		nodes[p.Spec.NodeName] = true
+		if rack == "" {
+			rack = racks[p.Spec.NodeName]
+		}
+		require.Equal(t, rack, racks[p.Spec.NodeName], "%s's workers span racks: pod %s on %s", what, p.Name, p.Spec.NodeName)
+	}
+	require.Len(t, nodes, 3, "%s: three 8-GPU workers on three nodes", what)
+}
+
 // sample returns manifests/samples/FILE with its object's name (the line
 // "  name: FROM") renamed to name: the tests run the samples the README
 // points at.
@@ -180,28 +207,10 @@ func TestMPIJob(t *testing.T) {
 	e.waitPods(t, "vision", "training.kubeflow.org/operator-name=mpijob-controller", 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
 	t.Cleanup(func() { del("mpi-a", "mpi-b") })
 
-	// check: 4 pods, one of them the launcher without cells, the workers
-	// on three nodes of one rack.
 	check := func(name string, got []v1.Pod) {
-		for _, p := range got {
-			require.Equal(t, "hivesched", p.Spec.SchedulerName, "pod %s", p.Name)
-			require.Equal(t, name, p.Labels["scheduling.x-k8s.io/pod-group"], "pod %s", p.Name)
-		}
-		cellLess := gangMembers(t, got, "vc-vision", 8)
-		require.Len(t, cellLess, 1, "the launcher is the one member without GPUs")
-		require.Equal(t, "launcher", cellLess[0].Labels["training.kubeflow.org/replica-type"])
-		rack, nodes := "", map[string]bool{}
-		for _, p := range got {
-			if p.Name == cellLess[0].Name {
-				continue
-			}
-			nodes[p.Spec.NodeName] = true
-			if rack == "" {
-				rack = racks[p.Spec.NodeName]
-			}
-			require.Equal(t, rack, racks[p.Spec.NodeName], "MPIJob %s's workers span racks", name)
-		}
-		require.Len(t, nodes, 3, "three 8-GPU workers on three nodes")
+		checkGang(t, racks, "MPIJob "+name, got, "hivesched", name, func(p v1.Pod) bool {
+			return p.Labels["training.kubeflow.org/replica-type"] == "launcher"
+		})
 	}
 
 	clockA := startBindClock(t, e, "vision", sel("mpi-a"))
@@ -313,25 +322,9 @@ func TestKubeRay(t *testing.T) {
 	t.Cleanup(func() { del("ray-a", "ray-b") })
 
 	check := func(name string, got []v1.Pod) {
-		for _, p := range got {
-			require.Equal(t, kubeRaySchedulerName, p.Spec.SchedulerName, "pod %s", p.Name)
-			require.Equal(t, name, p.Labels["scheduling.x-k8s.io/pod-group"], "pod %s", p.Name)
-		}
-		cellLess := gangMembers(t, got, "vc-vision", 8)
-		require.Len(t, cellLess, 1, "the head is the one member without GPUs")
-		require.Equal(t, "head", cellLess[0].Labels["ray.io/node-type"])
-		rack, nodes := "", map[string]bool{}
-		for _, p := range got {
-			if p.Name == cellLess[0].Name {
-				continue
-			}
-			nodes[p.Spec.NodeName] = true
-			if rack == "" {
-				rack = racks[p.Spec.NodeName]
-			}
-			require.Equal(t, rack, racks[p.Spec.NodeName], "RayCluster %s's workers span racks", name)
-		}
-		require.Len(t, nodes, 3, "three 8-GPU workers on three nodes")
+		checkGang(t, racks, "RayCluster "+name, got, kubeRaySchedulerName, name, func(p v1.Pod) bool {
+			return p.Labels["ray.io/node-type"] == "head"
+		})
 	}
 
 	clockA := startBindClock(t, e, "vision", sel("ray-a"))
@@ -361,4 +354,81 @@ func TestKubeRay(t *testing.T) {
 	b := e.waitPods(t, "vision", sel("ray-b"), 4, 90*time.Second, "Running", running)
 	check("ray-b", b)
 	t.Logf("RayCluster ray-b bound whole after ray-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
+}
+
+// jobSetSample is manifests/samples/jobset.yaml with its PodGroup, JobSet
+// and pod templates' group renamed to name, and its pods running until
+// deleted: kwok completes a Job's pods after 10 s (hack/kwok-pod-complete.yaml),
+// which would free the first gang's cells while the test still checks that
+// the second one waits.
+func jobSetSample(t *testing.T, e *env, name string) string {
+	raw, err := os.ReadFile(filepath.Join(e.root, "manifests", "samples", "jobset.yaml"))
+	require.NoError(t, err)
+	s := string(raw)
+	for _, line := range []string{"\n  name: train\n", "\n              scheduling.x-k8s.io/pod-group: train\n"} {
+		require.Equal(t, 2, strings.Count(s, line), "jobset.yaml: %q twice", line)
+		s = strings.ReplaceAll(s, line, strings.TrimSuffix(line, "train\n")+name+"\n")
+	}
+	meta := "\n          metadata:\n            labels:\n"
+	require.Equal(t, 2, strings.Count(s, meta), "jobset.yaml: two pod templates")
+	return strings.ReplaceAll(s, meta, "\n          metadata:\n            annotations: {pod-complete.stage.kwok.x-k8s.io/delay: 10m}\n            labels:\n")
+}
+
+// TestJobSet (issue 39): manifests/samples/jobset.yaml through JobSet
+// v0.12.0's controller (hack/local-jobset.sh) and the kube-controller-
+// manager's Job controller: the JobSet's two replicated jobs (a coordinator
+// without GPUs, 3 x 8 GPU workers) are one gang through the PodGroup their
+// templates name. It binds whole (the coordinator with no cells, the
+// workers in vc-vision's rack); a second JobSet waits with none of its pods
+// bound, its coordinator included, and binds whole once the first is
+// deleted.
+func TestJobSet(t *testing.T) {
+	e := setup(t)
+	operatorReady(t, e, "JobSet's controller", "JOBSET_PROBE_PORT", envFrameworks, "hack/local-jobset.sh (make e2e-frameworks)")
+	racks := topCells(t, e.root)
+	sel := func(name string) string { return "jobset.sigs.k8s.io/jobset-name=" + name }
+	del := func(names ...string) {
+		e.kubectl(t, append([]string{"delete", "jobset", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+		e.kubectl(t, append([]string{"delete", "podgroups.scheduling.x-k8s.io", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+	}
+	delAndWait := func(names ...string) {
+		del(names...)
+		for _, n := range names {
+			e.waitPods(t, "vision", sel(n), 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+		}
+	}
+	delAndWait("js-a", "js-b")
+	t.Cleanup(func() { del("js-a", "js-b") })
+
+	check := func(name string, got []v1.Pod) {
+		checkGang(t, racks, "JobSet "+name, got, "hivesched", name, func(p v1.Pod) bool {
+			return p.Labels["jobset.sigs.k8s.io/replicatedjob-name"] == "coordinator"
+		})
+	}
+
+	clockA := startBindClock(t, e, "vision", sel("js-a"))
+	created := time.Now()
+	cmdIn(t, e, jobSetSample(t, e, "js-a"), "apply", "-f", "-")
+	a := e.waitPods(t, "vision", sel("js-a"), 4, 90*time.Second, "Running", running)
+	timesA := clockA.times(t, created, a)
+	check("js-a", a)
+	t.Logf("JobSet js-a (CPU coordinator + 3 x 8 GPUs) bound whole; from its create: %v", timesA)
+
+	clockB := startBindClock(t, e, "vision", sel("js-b"))
+	cmdIn(t, e, jobSetSample(t, e, "js-b"), "apply", "-f", "-")
+	e.waitPods(t, "vision", sel("js-b"), 4, 60*time.Second, "created by the Job controller", func(v1.Pod) bool { return true })
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("js-b")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of js-b was bound while js-a holds vc-vision's rack: the gang must wait whole", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel("js-b"), "WaitingForMembers", false)
+
+	released := time.Now()
+	delAndWait("js-a")
+	b := e.waitPods(t, "vision", sel("js-b"), 4, 90*time.Second, "Running", running)
+	check("js-b", b)
+	t.Logf("JobSet js-b bound whole after js-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
 }
