@@ -23,7 +23,8 @@ demo:
 	bash hack/demo.sh $(DEMO_FLAGS)
 
 ## e2e: the end-to-end suite on the local cluster (brought up if it is not), with Kubeflow's
-## training-operator started on it (hack/local-kubeflow.sh: ~1.5 min to build the first time);
+## training-operator started on it (hack/local-kubeflow.sh: ~1.5-5 min to build the first time; its
+## PyTorchJob and MPIJob controllers: TestTrainingOperator, TestMPIJob);
 ## E2E_KUBEFLOW=0 leaves the operator out and its test skips
 E2E_KUBEFLOW ?= 1
 e2e:
