@@ -194,7 +194,8 @@ func sample(t *testing.T, e *env, file, from, name string) string {
 // launcher asks for no GPU. A 1 + 3 x 8 GPU job binds whole (the launcher
 // with no cells, the workers in vc-vision's rack); a second one waits
 // with none of its pods bound, its launcher included, and binds whole
-// once the first is deleted.
+// once the first is deleted. A third one whose PodGroup wants more pods
+// than the job has waits whole and is told so (WaitingForMembers).
 func TestMPIJob(t *testing.T) {
 	e := setup(t)
 	operatorReady(t, e, "Kubeflow's training-operator", "KUBEFLOW_PROBE_PORT", envKubeflow, "hack/local-kubeflow.sh (make kubeflow)")
@@ -242,6 +243,29 @@ func TestMPIJob(t *testing.T) {
 	b := e.waitPods(t, "vision", sel("mpi-b"), 4, 90*time.Second, "Running", running)
 	check("mpi-b", b)
 	t.Logf("MPIJob mpi-b bound whole after mpi-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
+
+	// A gang whose PodGroup wants more pods than the operator makes
+	// (runPolicy.schedulingPolicy.minAvailable 5 for 4 pods, the README's
+	// "leave it unset") waits with none bound, though the rack is free,
+	// and its pods are told why (WaitingForMembers) instead of silence.
+	del("mpi-b")
+	e.waitPods(t, "vision", "training.kubeflow.org/operator-name=mpijob-controller", 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+	t.Cleanup(func() { del("mpi-c") })
+	c := sample(t, e, "mpijob.yaml", "pi", "mpi-c")
+	policy := "  runPolicy:\n    cleanPodPolicy: Running\n"
+	require.Contains(t, c, policy)
+	cmdIn(t, e, strings.Replace(c, policy, policy+"    schedulingPolicy:\n      minAvailable: 5\n", 1), "apply", "-f", "-")
+	e.waitPods(t, "vision", sel("mpi-c"), 4, 60*time.Second, "created by the operator", func(v1.Pod) bool { return true })
+	pg = e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", "mpi-c", "-o", "jsonpath={.spec.minMember}")
+	require.Equal(t, "5", pg, "training-operator's PodGroup for mpi-c takes minAvailable")
+	deadline = time.Now().Add(8 * time.Second) // the event comes 5 s after a member is seen
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("mpi-c")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of mpi-c was bound with 4 of its gang's 5 members", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel("mpi-c"), "WaitingForMembers", true)
 }
 
 // requireEvent checks whether any pod matching selector got an event of
@@ -263,6 +287,7 @@ func requireEvent(t *testing.T, e *env, ns, selector, reason string, want bool) 
 	sort.Strings(hit)
 	if want {
 		require.NotEmpty(t, hit, "no %s event on the pods of %s", reason, selector)
+		t.Logf("%s: %s", reason, hit[0])
 	} else {
 		require.Empty(t, hit, "%s events on the pods of %s", reason, selector)
 	}
