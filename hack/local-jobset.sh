@@ -96,7 +96,13 @@ crd=$moddir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
 [[ -s $crd ]] || die "no JobSet CRD at $crd"
 log "installing the JobSet CRD from $moddir"
 kc apply --server-side --force-conflicts -f "$crd" >/dev/null
-kc wait --for=condition=Established --timeout=60s -f "$crd" >/dev/null
+# A CRD just created has no status.conditions yet, which kubectl wait
+# takes for an error rather than for "not yet": ask again.
+for _ in 1 2 3 4 5; do
+  kc wait --for=condition=Established --timeout=60s crd/jobsets.jobset.x-k8s.io >/dev/null 2>&1 && break
+  sleep 1
+done
+kc wait --for=condition=Established --timeout=60s crd/jobsets.jobset.x-k8s.io >/dev/null
 
 # The webhook server's certificate, from our CA, for 127.0.0.1.
 certs=$JOBSET_DATA/serving-certs

@@ -406,7 +406,7 @@ func jobSetSample(t *testing.T, e *env, name string) string {
 // templates name. It binds whole (the coordinator with no cells, the
 // workers in vc-vision's rack); a second JobSet waits with none of its pods
 // bound, its coordinator included, and binds whole once the first is
-// deleted.
+// deleted. A JobSet with exclusive placement deadlocks its gang: shown.
 func TestJobSet(t *testing.T) {
 	e := setup(t)
 	operatorReady(t, e, "JobSet's controller", "JOBSET_PROBE_PORT", envFrameworks, "hack/local-jobset.sh (make e2e-frameworks)")
@@ -422,7 +422,7 @@ func TestJobSet(t *testing.T) {
 			e.waitPods(t, "vision", sel(n), 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
 		}
 	}
-	delAndWait("js-a", "js-b")
+	delAndWait("js-a", "js-b", "js-x")
 	t.Cleanup(func() { del("js-a", "js-b") })
 
 	check := func(name string, got []v1.Pod) {
@@ -456,4 +456,65 @@ func TestJobSet(t *testing.T) {
 	b := e.waitPods(t, "vision", sel("js-b"), 4, 90*time.Second, "Running", running)
 	check("js-b", b)
 	t.Logf("JobSet js-b bound whole after js-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
+
+	// JobSet's exclusive placement deadlocks a gang: its pod webhook
+	// refuses a Job's follower pods until the leader pod is scheduled, and
+	// the gang binds no pod before all its pods exist. A legitimate job
+	// (one worker Job of 2 pods x 4 GPUs, exclusive on a node, + the
+	// coordinator) never gets its follower: none binds, the gang is told
+	// it waits for its members, and so it stays (the README says not to).
+	del("js-b")
+	t.Cleanup(func() { del("js-x") })
+	cmdIn(t, e, exclusiveJobSet("js-x"), "apply", "-f", "-")
+	deadline = time.Now().Add(8 * time.Second) // the event comes 5 s after a member is seen
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("js-x")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of js-x was bound without its gang's follower", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	leaders := e.livePods(t, "vision", sel("js-x"))
+	require.Len(t, leaders, 2, "the coordinator and the workers' leader exist, the follower is refused: %s", podStates(leaders))
+	requireEvent(t, e, "vision", sel("js-x"), "WaitingForMembers", true)
+}
+
+// exclusiveJobSet is a JobSet with alpha.jobset.sigs.k8s.io/exclusive-topology
+// (each Job alone on a node) whose worker Job has a leader and a follower
+// pod, ganged with its coordinator by a PodGroup of minMember 3.
+func exclusiveJobSet(name string) string {
+	return fmt.Sprintf(`apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: %[1]s, namespace: vision, labels: {%[2]s: vc-vision}}
+spec: {minMember: 3}
+---
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: %[1]s
+  namespace: vision
+  annotations: {alpha.jobset.sigs.k8s.io/exclusive-topology: kubernetes.io/hostname}
+spec:
+  replicatedJobs:
+  - name: coordinator
+    template:
+      spec:
+        template:
+          metadata: {labels: {scheduling.x-k8s.io/pod-group: %[1]s}}
+          spec:
+            schedulerName: hivesched
+            restartPolicy: Never
+            containers: [{name: c, image: docker.io/library/python:3.12, resources: {requests: {cpu: 500m}}}]
+  - name: workers
+    template:
+      spec:
+        parallelism: 2
+        completions: 2
+        completionMode: Indexed
+        template:
+          metadata: {labels: {scheduling.x-k8s.io/pod-group: %[1]s}}
+          spec:
+            schedulerName: hivesched
+            restartPolicy: Never
+            containers: [{name: w, image: docker.io/library/python:3.12, resources: {limits: {nvidia.com/gpu: 4}}}]
+`, name, hivesched.LabelVirtualCluster)
 }
