@@ -33,17 +33,19 @@ e2e:
 	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_KUBEFLOW=$(filter 1,$(E2E_KUBEFLOW)) \
 		$(GO) test -count=1 -v -timeout 20m ./test/e2e/...
 
-## e2e-frameworks: the framework tests whose controllers are slow to build (issue 39; 4-7 min each the
+## e2e-frameworks: the framework tests whose controllers are slow to build (issue 39; 3-5 min each the
 ## first time), on the local cluster (brought up if it is not): JobSet v0.12.0's controller
-## (hack/local-jobset.sh) and TestJobSet, then KubeRay v1.5.0's operator (hack/local-kuberay.sh,
-## scheduler-plugins mode) and TestKubeRay, with the hivesched profile renamed to scheduler-plugins-scheduler
-## (the name KubeRay writes into every pod; HIVESCHED_SCHEDULER_NAME) while it runs, and named hivesched again after
+## (hack/local-jobset.sh) and Kubeflow Trainer v2.3.0's (hack/local-trainer.sh), TestJobSet and TestTrainer,
+## then KubeRay v1.5.0's operator (hack/local-kuberay.sh, scheduler-plugins mode) and TestKubeRay, with the
+## hivesched profile renamed to scheduler-plugins-scheduler (the name KubeRay writes into every pod;
+## HIVESCHED_SCHEDULER_NAME) while it runs, and named hivesched again after
 .PHONY: e2e-frameworks
 e2e-frameworks:
 	bash hack/local-up.sh
 	bash hack/local-jobset.sh
+	bash hack/local-trainer.sh
 	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
-		$(GO) test -count=1 -v -timeout 10m -run '^TestJobSet$$' ./test/e2e/
+		$(GO) test -count=1 -v -timeout 10m -run '^(TestJobSet|TestTrainer)$$' ./test/e2e/
 	bash hack/local-kuberay.sh --build
 	HIVESCHED_SCHEDULER_NAME=scheduler-plugins-scheduler bash hack/local-up.sh
 	bash hack/local-kuberay.sh

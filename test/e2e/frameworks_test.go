@@ -518,3 +518,70 @@ spec:
             containers: [{name: w, image: docker.io/library/python:3.12, resources: {limits: {nvidia.com/gpu: 4}}}]
 `, name, hivesched.LabelVirtualCluster)
 }
+
+// TestTrainer (issue 39): manifests/samples/trainjob.yaml through Kubeflow
+// Trainer v2.3.0's controller manager (hack/local-trainer.sh) and JobSet's
+// controller: a TrainJob of a dataset initializer without GPUs and 3 x 8
+// GPU training nodes, one PodGroup (Trainer's coscheduling policy) of
+// minMember 4. It binds whole (the initializer with no cells, the nodes in
+// vc-vision's rack); a second TrainJob waits with none of its pods bound,
+// its initializer included, and binds whole once the first is deleted.
+func TestTrainer(t *testing.T) {
+	e := setup(t)
+	operatorReady(t, e, "Kubeflow Trainer's controller manager", "TRAINER_PROBE_PORT", envFrameworks, "hack/local-trainer.sh (make e2e-frameworks)")
+	racks := topCells(t, e.root)
+	sel := func(name string) string { return "jobset.sigs.k8s.io/jobset-name=" + name }
+	del := func(names ...string) {
+		e.kubectl(t, append([]string{"delete", "trainjobs.trainer.kubeflow.org", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+	}
+	delAndWait := func(names ...string) {
+		del(names...)
+		for _, n := range names {
+			e.waitPods(t, "vision", sel(n), 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+		}
+	}
+	delAndWait("tj-a", "tj-b")
+	t.Cleanup(func() { del("tj-a", "tj-b") })
+	// The pods run until deleted: kwok would complete a Job's pods after
+	// 10 s (hack/kwok-pod-complete.yaml), freeing the first gang's cells
+	// while the second one is checked to wait.
+	job := func(name string) string {
+		s := sample(t, e, "trainjob.yaml", "train", name)
+		meta := "              metadata:\n                labels:\n"
+		require.Equal(t, 2, strings.Count(s, meta), "trainjob.yaml: two pod templates")
+		return strings.ReplaceAll(s, meta, "              metadata:\n                annotations: {pod-complete.stage.kwok.x-k8s.io/delay: 10m}\n                labels:\n")
+	}
+	check := func(name string, got []v1.Pod) {
+		checkGang(t, racks, "TrainJob "+name, got, "hivesched", name, func(p v1.Pod) bool {
+			return p.Labels["jobset.sigs.k8s.io/replicatedjob-name"] == "dataset-initializer"
+		})
+	}
+
+	clockA := startBindClock(t, e, "vision", sel("tj-a"))
+	created := time.Now()
+	cmdIn(t, e, job("tj-a"), "apply", "-f", "-")
+	a := e.waitPods(t, "vision", sel("tj-a"), 4, 90*time.Second, "Running", running)
+	timesA := clockA.times(t, created, a)
+	check("tj-a", a)
+	pg := e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", "tj-a", "-o", "jsonpath={.spec.minMember}")
+	require.Equal(t, "4", pg, "Trainer's PodGroup for tj-a: initializer + 3 nodes")
+	t.Logf("TrainJob tj-a (CPU initializer + 3 x 8 GPUs) bound whole; from its create: %v", timesA)
+
+	clockB := startBindClock(t, e, "vision", sel("tj-b"))
+	cmdIn(t, e, job("tj-b"), "apply", "-f", "-")
+	e.waitPods(t, "vision", sel("tj-b"), 4, 60*time.Second, "created by the Job controller", func(v1.Pod) bool { return true })
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("tj-b")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of tj-b was bound while tj-a holds vc-vision's rack: the gang must wait whole", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel("tj-b"), "WaitingForMembers", false)
+
+	released := time.Now()
+	delAndWait("tj-a")
+	b := e.waitPods(t, "vision", sel("tj-b"), 4, 90*time.Second, "Running", running)
+	check("tj-b", b)
+	t.Logf("TrainJob tj-b bound whole after tj-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
+}
