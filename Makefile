@@ -47,9 +47,9 @@ e2e-frameworks:
 	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
 		$(GO) test -count=1 -v -timeout 10m -run '^(TestJobSet|TestTrainer)$$' ./test/e2e/
 	bash hack/local-kuberay.sh --build
-	HIVESCHED_SCHEDULER_NAME=scheduler-plugins-scheduler bash hack/local-up.sh
-	bash hack/local-kuberay.sh
-	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
+	HIVESCHED_SCHEDULER_NAME=scheduler-plugins-scheduler bash hack/local-up.sh; \
+		bash hack/local-kuberay.sh && \
+		HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
 		$(GO) test -count=1 -v -timeout 10m -run '^TestKubeRay$$' ./test/e2e/; st=$$?; \
 		bash hack/local-up.sh; exit $$st
 
