@@ -69,6 +69,22 @@ port INSPECT_PORT_2 10263
 port KUBEFLOW_METRICS_PORT 10270
 port KUBEFLOW_PROBE_PORT 10271
 port KUBEFLOW_WEBHOOK_PORT 10272
+# KubeRay's operator (hack/local-kuberay.sh): metrics and health probes (its
+# webhooks are off).
+port KUBERAY_METRICS_PORT 10273
+port KUBERAY_PROBE_PORT 10274
+# JobSet's controller (hack/local-jobset.sh): metrics, health probes and its
+# webhook server (its webhooks are always on; the API server calls them on
+# 127.0.0.1).
+port JOBSET_METRICS_PORT 10275
+port JOBSET_PROBE_PORT 10276
+port JOBSET_WEBHOOK_PORT 10277
+# Kubeflow Trainer v2's controller manager (hack/local-trainer.sh): metrics,
+# health probes and its webhook server (called by the API server on
+# 127.0.0.1).
+port TRAINER_METRICS_PORT 10278
+port TRAINER_PROBE_PORT 10279
+port TRAINER_WEBHOOK_PORT 10280
 unset -f port
 APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
 
@@ -105,8 +121,11 @@ cluster_env() {
 # API server, etcd last because a kube-apiserver whose etcd is gone hangs on
 # SIGTERM. fakedra is the fake DRA driver (test/fakedra). scheduler-2 runs only with HIVESCHED_REPLICAS=2 (two replicas
 # under leader election), training-operator only after
-# hack/local-kubeflow.sh.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator)
+# hack/local-kubeflow.sh, kuberay-operator, jobset-controller and
+# trainer-controller-manager only after hack/local-kuberay.sh,
+# hack/local-jobset.sh and hack/local-trainer.sh (Trainer after JobSet: it
+# makes JobSets).
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator kuberay-operator jobset-controller trainer-controller-manager)
 
 # Builds share two cores with other work in the tree: stay polite.
 NICE=(nice -n 10)
