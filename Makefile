@@ -23,7 +23,8 @@ demo:
 	bash hack/demo.sh $(DEMO_FLAGS)
 
 ## e2e: the end-to-end suite on the local cluster (brought up if it is not), with Kubeflow's
-## training-operator started on it (hack/local-kubeflow.sh: ~1.5 min to build the first time);
+## training-operator started on it (hack/local-kubeflow.sh: ~1.5-5 min to build the first time; its
+## PyTorchJob and MPIJob controllers: TestTrainingOperator, TestMPIJob);
 ## E2E_KUBEFLOW=0 leaves the operator out and its test skips
 E2E_KUBEFLOW ?= 1
 e2e:
@@ -45,6 +46,26 @@ conformance:
 
 conformance-full:
 	CONFORMANCE_FULL=1 bash hack/conformance.sh
+
+## e2e-frameworks: the framework tests whose controllers are slow to build (issue 39; 3-5 min each the
+## first time), on the local cluster (brought up if it is not): JobSet v0.12.0's controller
+## (hack/local-jobset.sh) and Kubeflow Trainer v2.3.0's (hack/local-trainer.sh), TestJobSet and TestTrainer,
+## then KubeRay v1.5.0's operator (hack/local-kuberay.sh, scheduler-plugins mode) and TestKubeRay, with the
+## hivesched profile renamed to scheduler-plugins-scheduler (the name KubeRay writes into every pod;
+## HIVESCHED_SCHEDULER_NAME) while it runs, and named hivesched again after
+.PHONY: e2e-frameworks
+e2e-frameworks:
+	bash hack/local-up.sh
+	bash hack/local-jobset.sh
+	bash hack/local-trainer.sh
+	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
+		$(GO) test -count=1 -v -timeout 10m -run '^(TestJobSet|TestTrainer)$$' ./test/e2e/
+	bash hack/local-kuberay.sh --build
+	HIVESCHED_SCHEDULER_NAME=scheduler-plugins-scheduler bash hack/local-up.sh; \
+		bash hack/local-kuberay.sh && \
+		HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
+		$(GO) test -count=1 -v -timeout 10m -run '^TestKubeRay$$' ./test/e2e/; st=$$?; \
+		bash hack/local-up.sh; exit $$st
 
 ## kubeflow: build Kubeflow's training-operator v1.8.1 (a throwaway module in _output/kubeflow), install its
 ## CRDs and start it on the local cluster with --gang-scheduler-name=hivesched (make down stops it)
@@ -181,7 +202,7 @@ vet:
 	$(GO) vet ./...
 
 unit:
-	$(GO) test -count=1 ./apis/... ./cmd/... ./plugins/... ./test/fakedra/... ./test/manifests/... ./test/perf/... ./test/chaos/...
+	$(GO) test -count=1 ./apis/... ./cmd/... ./plugins/... ./test/fakedra/... ./test/manifests/... ./test/perf/... ./test/chaos/... ./test/localenv/...
 
 integration:
 	$(GO) test -count=1 -timeout 20m ./test/integration/...

@@ -69,6 +69,22 @@ port INSPECT_PORT_2 10263
 port KUBEFLOW_METRICS_PORT 10270
 port KUBEFLOW_PROBE_PORT 10271
 port KUBEFLOW_WEBHOOK_PORT 10272
+# KubeRay's operator (hack/local-kuberay.sh): metrics and health probes (its
+# webhooks are off).
+port KUBERAY_METRICS_PORT 10273
+port KUBERAY_PROBE_PORT 10274
+# JobSet's controller (hack/local-jobset.sh): metrics, health probes and its
+# webhook server (its webhooks are always on; the API server calls them on
+# 127.0.0.1).
+port JOBSET_METRICS_PORT 10275
+port JOBSET_PROBE_PORT 10276
+port JOBSET_WEBHOOK_PORT 10277
+# Kubeflow Trainer v2's controller manager (hack/local-trainer.sh): metrics,
+# health probes and its webhook server (called by the API server on
+# 127.0.0.1).
+port TRAINER_METRICS_PORT 10278
+port TRAINER_PROBE_PORT 10279
+port TRAINER_WEBHOOK_PORT 10280
 unset -f port
 APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
 
@@ -105,8 +121,11 @@ cluster_env() {
 # API server, etcd last because a kube-apiserver whose etcd is gone hangs on
 # SIGTERM. fakedra is the fake DRA driver (test/fakedra). scheduler-2 runs only with HIVESCHED_REPLICAS=2 (two replicas
 # under leader election), training-operator only after
-# hack/local-kubeflow.sh.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator)
+# hack/local-kubeflow.sh, kuberay-operator, jobset-controller and
+# trainer-controller-manager only after hack/local-kuberay.sh,
+# hack/local-jobset.sh and hack/local-trainer.sh (Trainer after JobSet: it
+# makes JobSets).
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator kuberay-operator jobset-controller trainer-controller-manager)
 
 # Builds share two cores with other work in the tree: stay polite.
 NICE=(nice -n 10)
@@ -122,6 +141,10 @@ since() {
 }
 
 pid_file() { printf '%s/%s.pid' "$LOCAL_DIR" "$1"; }
+# ident_file NAME: who the pid in NAME's pid file is, as "PID START BOOT_ID"
+# (proc_ident), written by start. The pid file itself keeps holding only the
+# pid: test/chaos and people's "kill $(cat ...)" read it.
+ident_file() { printf '%s/%s.ident' "$LOCAL_DIR" "$1"; }
 log_file() { printf '%s/%s.log' "$LOCAL_LOGS" "$1"; }
 
 # proc_alive PID: true if PID exists and is not a zombie. Our daemons are
@@ -135,18 +158,42 @@ proc_alive() {
   [[ ${stat%% *} != Z ]]
 }
 
+# proc_ident PID: prints "PID START BOOT_ID": PID, its start time (field 22
+# of /proc/PID/stat, clock ticks after boot) and the boot's id. No two
+# processes ever share all three, and none of them changes when the process
+# execs, so this names the process start forked from the first instant,
+# before setsid and then the daemon have been exec'd.
+proc_ident() {
+  local stat boot f
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null) || return 1
+  read -ra f <<<"${stat##*) }"
+  [[ ${f[19]:-} =~ ^[0-9]+$ ]] || return 1
+  printf '%s %s %s\n' "$1" "${f[19]}" "$boot"
+}
+
 # component_pid NAME: prints the pid of NAME if its pid file names a live
-# process that runs a binary from _output/local/bin. The binary check guards
-# against pid reuse after a reboot or a crash: a stale pid file must never make
+# process that start started: the one its ident file names. A stale pid file
+# (after a crash or a reboot the pid may be somebody else's) must never make
 # us skip a start, or signal somebody else's process.
+#
+# Not the process's command line: until the exec of the daemon is complete
+# /proc/PID/cmdline reads as the forked bash, as setsid, or empty (mid-exec),
+# and on a loaded machine that lasts long enough for wait_healthy to take a
+# healthy start for an exit (issue #40). A pid file without an ident file
+# (written by a local-env.sh before the ident files) still falls back to the
+# command line: those daemons exec'd long ago.
 component_pid() {
-  local f pid exe
+  local f pid ident exe
   f=$(pid_file "$1")
   [[ -s $f ]] || return 1
   pid=$(<"$f")
   [[ $pid =~ ^[0-9]+$ ]] || return 1
   proc_alive "$pid" || return 1
-  if [[ -r /proc/$pid/cmdline ]]; then
+  if ident=$(cat "$(ident_file "$1")" 2>/dev/null) && [[ ${ident%% *} == "$pid" ]]; then
+    # The pid was reused if its start time (or the boot) differs.
+    [[ $(proc_ident "$pid") == "$ident" ]] || return 1
+  elif [[ -r /proc/$pid/cmdline ]]; then
     exe=$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n 1)
     [[ $exe == "$LOCAL_BIN"/* ]] || return 1
   fi
@@ -161,7 +208,7 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 stop_component() {
   local name=$1 pid i
   if ! pid=$(component_pid "$name"); then
-    rm -f "$(pid_file "$name")"
+    rm -f "$(pid_file "$name")" "$(ident_file "$name")"
     return 0
   fi
   log "stopping $name (pid $pid)"
@@ -178,7 +225,7 @@ stop_component() {
       sleep 0.1
     done
   fi
-  rm -f "$(pid_file "$name")"
+  rm -f "$(pid_file "$name")" "$(ident_file "$name")"
 }
 
 # take_lock: one local-up/local-down at a time, or two runs race on pid files.
@@ -239,6 +286,22 @@ fail() {
   exit 1
 }
 
+# fail_exited NAME: fail, saying that NAME exited and, if this shell started
+# it, with which status (bash keeps the statuses of its children). Only for
+# a NAME that component_pid finds not running; never in a subshell, which
+# cannot wait for its parent's children.
+fail_exited() {
+  local pid st=0
+  pid=$(cat "$(pid_file "$1")" 2>/dev/null) || pid=
+  # A live pid is a stranger's (ours exited): wait would block on it.
+  if [[ $pid =~ ^[0-9]+$ ]] && ! proc_alive "$pid"; then
+    wait "$pid" 2>/dev/null || st=$?
+    # 127: not our child (or setsid could not find the binary: its log says).
+    if ((st != 127)); then fail "$1" "exited (status $st)"; fi
+  fi
+  fail "$1" "exited"
+}
+
 STARTED=0
 # start NAME CMD...: start CMD in the background unless NAME already runs;
 # sets STARTED=1 if it started it.
@@ -259,26 +322,35 @@ start() {
   # the daemon's own pid. 9>&-: the lock of take_lock must not outlive us.
   setsid "$@" >"$logf" 2>&1 </dev/null 9>&- &
   pid=$!
-  printf '%s\n' "$pid" >"$(pid_file "$name")"
-  # Until setsid has exec'd the daemon, /proc shows setsid, which
-  # component_pid takes for a stranger (a loaded machine can take a while):
-  # wait for the exec, or for the process to die.
-  local i
-  for ((i = 0; i < 200; i++)); do
-    [[ $(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1) == setsid ]] || break
-    sleep 0.05
-  done
+  # Who $! is, read at once: its start time does not depend on how far its
+  # exec of setsid and then of the daemon has got, so component_pid knows it
+  # from now on (no waiting for an exec here, and no guessing from
+  # /proc/PID/cmdline). If it has exited (and been reaped) already, there is
+  # no ident, and component_pid finds no live process: "exited", rightly.
+  # The ident file first, then the pid file, each through a rename so that no
+  # reader sees half of one: a reader in between sees an ident of another
+  # pid and checks the old pid as before.
+  local ident f
+  if ident=$(proc_ident "$pid"); then
+    f=$(ident_file "$name")
+    printf '%s\n' "$ident" >"$f.tmp" && mv -f "$f.tmp" "$f"
+  else
+    rm -f "$(ident_file "$name")"
+  fi
+  f=$(pid_file "$name")
+  printf '%s\n' "$pid" >"$f.tmp" && mv -f "$f.tmp" "$f"
   STARTED=1
 }
 
 # wait_healthy NAME TIMEOUT_S CHECK...: poll CHECK until it succeeds; fail
-# fast if the process dies.
+# fast if the process dies ("exited" only then: component_pid identifies the
+# process by its pid and start time, whatever its command line says).
 wait_healthy() {
   local name=$1 timeout=$2 deadline
   deadline=$(($(now_ms) + timeout * 1000))
   shift 2
   until "$@" >/dev/null 2>&1; do
-    component_pid "$name" >/dev/null || fail "$name" "exited"
+    component_pid "$name" >/dev/null || fail_exited "$name"
     (($(now_ms) < deadline)) || fail "$name" "not healthy within $timeout s"
     sleep 0.2
   done

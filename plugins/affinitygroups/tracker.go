@@ -354,6 +354,11 @@ func (t *Tracker) BindGaveUp(group, msg string) {
 // new one.
 func (t *Tracker) MemberLost(group, msg string) {
 	t.podsDeleted(group, func(e *entry) {
+		if e.failReason == "MemberDeleted" {
+			// The lost member's deletion, seen first: this says what it
+			// meant (the gang ends whole).
+			e.failReason = ""
+		}
 		e.fail("MemberLost", msg)
 		e.reason, e.message = "MemberLost", msg
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +32,14 @@ import (
 // binding failures deletes its bound members itself (bindfail.go), and a
 // member that finished (Succeeded, or Failed by its own containers) is no
 // loss either: its owner decides what a failed member means.
+
+// lossSettle is how long a loss is left to settle before the gang is ended:
+// an owner that deletes a whole job (a Job's deletion, a user's kubectl
+// delete) deletes every pod within it, and that is no loss of one member
+// but the end of all (the AffinityGroup says MemberDeleted, and nothing is
+// deleted twice). Whatever of the gang still runs and is not on its way out
+// after it is deleted.
+const lossSettle = 2 * time.Second
 
 // lostGangs are the groups that lost a member while they ran, whose other
 // members are being deleted; new pods of such a group wait until the old
@@ -112,10 +121,13 @@ func (p *HiveSched) settleLost(logger klog.Logger, pod *v1.Pod, group string) {
 	if pod.Spec.NodeName == "" || p.lost.ending(group) != "" {
 		return
 	}
-	if st, ok := p.core.AffinityGroupState(group); !ok || st != cellcore.AGAllocated {
+	if st, ok := p.core.AffinityGroupState(group); !ok || st != cellcore.AGAllocated || p.binds.retries.GaveUp(group) {
 		return
 	}
-	go func() {
+	time.AfterFunc(lossSettle, func() {
+		if p.lost.ctx.Err() != nil {
+			return
+		}
 		got, err := p.handle.ClientSet().CoreV1().Pods(pod.Namespace).Get(p.lost.ctx, pod.Name, metav1.GetOptions{})
 		how := ""
 		switch {
@@ -132,15 +144,29 @@ func (p *HiveSched) settleLost(logger klog.Logger, pod *v1.Pod, group string) {
 			}
 		}
 		if how != "" {
-			p.memberLost(logger, pod, group, how)
+			p.endLostGang(logger, pod, group, how)
 		}
-	}()
+	})
 }
 
-// memberLost ends the gang of a member lost while it ran (see lostGangs):
-// its other members are deleted. how says how it was lost.
+// memberLost ends the gang of a member lost while it ran (see lostGangs)
+// once the loss settled (lossSettle): its other members are deleted. how
+// says how it was lost.
 func (p *HiveSched) memberLost(logger klog.Logger, pod *v1.Pod, group, how string) {
-	if st, ok := p.core.AffinityGroupState(group); !ok || st != cellcore.AGAllocated || p.stillGivenUp(pod) {
+	if p.lost.ending(group) != "" {
+		return
+	}
+	time.AfterFunc(lossSettle, func() {
+		if p.lost.ctx.Err() == nil {
+			p.endLostGang(logger, pod, group, how)
+		}
+	})
+}
+
+// endLostGang deletes the members of a gang that lost one, but those on
+// their way out already (a whole gang deleted by its owner leaves none).
+func (p *HiveSched) endLostGang(logger klog.Logger, pod *v1.Pod, group, how string) {
+	if st, ok := p.core.AffinityGroupState(group); !ok || st != cellcore.AGAllocated || p.binds.retries.GaveUp(group) {
 		return // HiveSched is deleting it itself, or it never ran
 	}
 	var rest []*v1.Pod

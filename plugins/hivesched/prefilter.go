@@ -138,14 +138,14 @@ func (p *HiveSched) groupState(ctx context.Context, state fwk.CycleState, pod *v
 	}
 	agState, hasGroup := p.core.AffinityGroupState(name)
 	if why := p.lost.ending(name); why != "" {
-		if hasGroup {
+		if hasGroup && (agState == cellcore.AGAllocated || agState == cellcore.AGBeingPreempted) {
 			// Its old members are on their way out: placed anew, whole,
 			// once they are gone (lostGangGone requeues it).
 			_, st := reject(state, fwk.Unschedulable, why+
 				": its other members are being deleted so that it never runs partly; this pod is placed with a new gang once they are gone")
 			return false, st
 		}
-		p.lost.clear(name) // the old group left the core some other way
+		p.lost.clear(name) // the old group holds no cells any more (it left the core, or was rolled back)
 	}
 	// Every member is admitted as a new group is, but one that takes cells
 	// its running group already holds (a member of the placement being

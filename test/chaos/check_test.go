@@ -63,6 +63,13 @@ type placed struct {
 	rp   cellcore.RecoveredPod
 }
 
+// cellLess: the placement record is of a gang member that asks for no leaf
+// cells (its record names no cells, and no device indices are written).
+func cellLess(raw string) bool {
+	rec, err := placement.Decode(raw)
+	return err == nil && rec.CellLess()
+}
+
 func (p placed) guaranteed() bool { return p.spec.Priority >= 0 && !p.rp.Downgraded }
 
 // placements returns the bound, live hivesched pods and, strictly, every
@@ -84,7 +91,7 @@ func (h *harness) placements(s *snapshot) ([]placed, []string) {
 		case p.Annotations[hivesched.AnnotationPlacementSignature] != placement.Signature(h.key, p):
 			bad = append(bad, fmt.Sprintf("pod %s: its placement record is not signed for it", id))
 			continue
-		case p.Annotations[hivesched.AnnotationLeafCellIndices] == "":
+		case p.Annotations[hivesched.AnnotationLeafCellIndices] == "" && !cellLess(raw):
 			bad = append(bad, fmt.Sprintf("pod %s is bound without %s", id, hivesched.AnnotationLeafCellIndices))
 			continue
 		}
@@ -92,6 +99,9 @@ func (h *harness) placements(s *snapshot) ([]placed, []string) {
 		if err != nil {
 			bad = append(bad, fmt.Sprintf("pod %s: %v (%q)", id, err, raw))
 			continue
+		}
+		if len(rp.LeafCellIndices) == 0 {
+			continue // a gang's member without cells: nothing of the core's
 		}
 		if rp.Node != p.Spec.NodeName {
 			bad = append(bad, fmt.Sprintf("pod %s is on %s but its record names %s", id, p.Spec.NodeName, rp.Node))

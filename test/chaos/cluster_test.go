@@ -20,7 +20,10 @@ import (
 // The local cluster's processes, as hack/local-up.sh starts them: each has a
 // pid file and a log in _output/local (hack/local-env.sh). The harness
 // signals only pids from those files whose command is a binary of
-// _output/local/bin, as local-down.sh does.
+// _output/local/bin. (local-down.sh checks the pid's start time against the
+// ident file instead, because a process just forked by local-up.sh has not
+// exec'd that binary yet; the harness only looks at replicas that
+// local-up.sh has seen start, or that it killed itself.)
 
 // replicas are the scheduler processes of HIVESCHED_REPLICAS=2.
 var replicas = []string{"scheduler", "scheduler-2"}

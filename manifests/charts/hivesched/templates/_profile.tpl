@@ -12,8 +12,10 @@ multiPoint:
   enabled:
   - name: HiveSchedDRA
   - name: HiveSched
+  - name: HiveSchedPreemption
   disabled:
   - name: DynamicResources
+  - name: DefaultPreemption
 queueSort:
   enabled:
   - name: HiveSched
@@ -22,12 +24,6 @@ queueSort:
 bind:
   enabled:
   - name: HiveSched
-postFilter:
-  disabled:
-  - name: DefaultPreemption
-podGroupPostFilter:
-  disabled:
-  - name: DefaultPreemption
 placementGenerate:
   disabled:
   - name: TopologyPlacementGenerator

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# KubeRay's operator on the local cluster of hack/local-up.sh, in its
+# scheduler-plugins mode (--batch-scheduler=scheduler-plugins): for a
+# RayCluster labelled ray.io/gang-scheduling-enabled it creates a
+# scheduler-plugins PodGroup (minMember = head + workers) and labels the
+# pods with it; for every RayCluster it overwrites each pod's schedulerName
+# with scheduler-plugins-scheduler, a name fixed in its code. hivesched must
+# therefore answer to that name: run the cluster with
+# HIVESCHED_SCHEDULER_NAME=scheduler-plugins-scheduler (hack/local-up.sh).
+# test/e2e's TestKubeRay runs RayClusters through it (make e2e-frameworks).
+#
+#   hack/local-kuberay.sh          # build if needed, install its CRDs, start it
+#   hack/local-kuberay.sh --build  # only build it
+#   hack/local-kuberay.sh stop     # stop it (hack/local-down.sh stops it too)
+#
+# It is built from github.com/ray-project/kuberay/ray-operator at
+# KUBERAY_VERSION in a throwaway module under _output/kuberay (never
+# committed), with the dependency versions of its own go.mod; its CRDs come
+# from the same module's config/crd/bases. Its webhooks are off unless
+# ENABLE_WEBHOOKS=true, so it needs no certificate here.
+set -euo pipefail
+# shellcheck source=hack/local-env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/local-env.sh"
+
+KUBERAY_VERSION=v1.5.0
+KUBERAY_MODULE=$REPO_ROOT/_output/kuberay
+KUBERAY_BIN=$LOCAL_BIN/kuberay-operator
+KUBECTL=${KUBECTL:-$LOCAL_BIN/kubectl}
+
+kc() { "$KUBECTL" --kubeconfig="$LOCAL_KUBECONFIG" "$@"; }
+
+cmd=${1:-up}
+case $cmd in
+  up | --build | stop) ;;
+  *) die "usage: $0 [--build|stop]" ;;
+esac
+
+take_lock
+
+if [[ $cmd == stop ]]; then
+  stop_component kuberay-operator
+  exit 0
+fi
+
+mkdir -p "$LOCAL_BIN" "$LOCAL_LOGS" "$KUBERAY_MODULE"
+
+build_operator() {
+  # The operator's main package is the module's root package.
+  cat >"$KUBERAY_MODULE/go.mod" <<EOF
+module hivesched.local/tools/kuberay
+
+go 1.24
+
+require github.com/ray-project/kuberay/ray-operator $KUBERAY_VERSION
+EOF
+  cat >"$KUBERAY_MODULE/tools.go" <<'EOF'
+//go:build tools
+
+package tools
+
+import _ "github.com/ray-project/kuberay/ray-operator"
+EOF
+  (
+    cd "$KUBERAY_MODULE"
+    quiet env GOFLAGS="-mod=mod" go mod tidy
+    "${NICE[@]}" env GOFLAGS="-mod=mod -buildvcs=false" go build -ldflags "-s -w" -o "$KUBERAY_BIN" \
+      github.com/ray-project/kuberay/ray-operator
+  )
+}
+
+if [[ ! -x $KUBERAY_BIN || $(cat "$(stamp_file "$KUBERAY_BIN")" 2>/dev/null) != "$KUBERAY_VERSION" ]]; then
+  timed "$KUBERAY_BIN" "$KUBERAY_VERSION" build_operator
+  log "built: ${BUILD_REPORT[*]}"
+fi
+[[ $cmd == --build ]] && exit 0
+
+https_healthy "$APISERVER_PORT" /readyz >/dev/null 2>&1 ||
+  die "the local cluster is not up on port $APISERVER_PORT: run make up first"
+if [[ -s $LOCAL_CLUSTER_ENV ]] && ! cmp -s <(cluster_env) "$LOCAL_CLUSTER_ENV"; then
+  die "the local cluster runs with the settings in $LOCAL_CLUSTER_ENV, not these: use the same HIVESCHED_* settings"
+fi
+for p in "$KUBERAY_METRICS_PORT" "$KUBERAY_PROBE_PORT"; do
+  if ! component_pid kuberay-operator >/dev/null && port_open "$p"; then
+    die "127.0.0.1:$p is in use by a process this script did not start; kuberay-operator cannot start (HIVESCHED_KUBERAY_*_PORT, hack/local-env.sh)"
+  fi
+done
+
+# Its CRDs, server-side: they are too large for client-side apply's
+# last-applied annotation.
+moddir=$(cd "$KUBERAY_MODULE" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/ray-project/kuberay/ray-operator)
+crds=("$moddir"/config/crd/bases/ray.io_*.yaml)
+[[ -s ${crds[0]} ]] || die "no CRDs in $moddir/config/crd/bases"
+log "installing ${#crds[@]} CRDs from $moddir/config/crd/bases"
+crd_args=()
+for f in "${crds[@]}"; do crd_args+=(-f "$f"); done
+kc apply --server-side --force-conflicts "${crd_args[@]}" >/dev/null
+kc wait --for=condition=Established --timeout=60s "${crd_args[@]}" >/dev/null
+
+operator_ready() { curl -fsS --max-time 2 "http://127.0.0.1:$KUBERAY_PROBE_PORT/readyz"; }
+
+START_MS=$(now_ms)
+# KUBECONFIG: controller-runtime's config loader (the operator has no
+# --kubeconfig flag of its own). Console logs: its JSON default is
+# unreadable in a terminal.
+KUBECONFIG=$LOCAL_KUBECONFIG start kuberay-operator "$KUBERAY_BIN" \
+  --metrics-addr="127.0.0.1:$KUBERAY_METRICS_PORT" \
+  --health-probe-bind-address="127.0.0.1:$KUBERAY_PROBE_PORT" \
+  --enable-leader-election=false \
+  --batch-scheduler=scheduler-plugins \
+  --log-stdout-encoder=console
+wait_healthy kuberay-operator 120 operator_ready
+log "kuberay-operator $KUBERAY_VERSION up in $(since "$START_MS") (pid $(component_pid kuberay-operator), log $(log_file kuberay-operator))"

@@ -1,0 +1,587 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/placement"
+	"github.com/hivesched/hivesched/test/util"
+)
+
+// Issue 39: the frameworks' real controllers hand hivesched whole gangs that
+// hold members without GPUs (an MPI launcher, a Ray head). Each test here
+// runs one framework's controller, built from the Go module proxy by a
+// hack/local-*.sh script, and checks that its gang binds whole, that the
+// member without GPUs holds no cells, and how long it took.
+
+// operatorReady skips (or, with env set, fails) the test unless the
+// operator's health probe on the local cluster's port portVar answers.
+func operatorReady(t *testing.T, e *env, name, portVar, env, start string) {
+	t.Helper()
+	port, err := util.LocalPort(e.root, portVar)
+	require.NoError(t, err)
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	if err == nil {
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("readyz: %s", resp.Status)
+		}
+	}
+	if err != nil {
+		msg := fmt.Sprintf("%s is not ready on 127.0.0.1:%d (%v): start it with %s", name, port, err, start)
+		if os.Getenv(env) != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+}
+
+// bindClock records, from a watch, when each pod matching a selector was
+// first seen bound. The PodScheduled condition's time has a resolution of
+// one second, too coarse for a bind spread of milliseconds; the watch sees
+// each binding as the API server sends it (a few ms late, equally for all).
+type bindClock struct {
+	mu    sync.Mutex
+	bound map[string]time.Time
+	w     watch.Interface
+}
+
+func startBindClock(t *testing.T, e *env, ns, selector string) *bindClock {
+	w, err := e.kube.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	require.NoError(t, err)
+	c := &bindClock{bound: map[string]time.Time{}, w: w}
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*v1.Pod)
+			if !ok || p.Spec.NodeName == "" {
+				continue
+			}
+			c.mu.Lock()
+			if _, seen := c.bound[p.Name]; !seen {
+				c.bound[p.Name] = time.Now()
+			}
+			c.mu.Unlock()
+		}
+	}()
+	t.Cleanup(w.Stop)
+	return c
+}
+
+// gangTimes is what a framework's gang took: from the create call of the
+// framework's object to the last member bound, and the spread between the
+// first and the last member's binding (watch times; the PodScheduled
+// conditions' spread, in whole seconds, is reported beside it).
+type gangTimes struct {
+	createToBound, spread time.Duration
+	conditionSpread       time.Duration
+}
+
+func (c *bindClock) times(t *testing.T, created time.Time, got []v1.Pod) gangTimes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var first, last time.Time
+	var condFirst, condLast time.Time
+	for _, p := range got {
+		at, ok := c.bound[p.Name]
+		require.True(t, ok, "pod %s is bound but the watch never saw it bound", p.Name)
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == v1.PodScheduled && cond.Status == v1.ConditionTrue {
+				ct := cond.LastTransitionTime.Time
+				if condFirst.IsZero() || ct.Before(condFirst) {
+					condFirst = ct
+				}
+				if ct.After(condLast) {
+					condLast = ct
+				}
+			}
+		}
+	}
+	return gangTimes{createToBound: last.Sub(created), spread: last.Sub(first), conditionSpread: condLast.Sub(condFirst)}
+}
+
+func (g gangTimes) String() string {
+	return fmt.Sprintf("every pod bound after %v, bind spread %v (PodScheduled conditions: %v, 1 s resolution)",
+		g.createToBound.Round(time.Millisecond), g.spread.Round(time.Millisecond), g.conditionSpread)
+}
+
+// gangMembers checks what a bound gang's pods recorded: every pod one
+// group of vc, those asking no GPU bound with no cells, the others with
+// gpus cells each; it returns the pods without cells.
+func gangMembers(t *testing.T, got []v1.Pod, vc string, gpus int) (cellLess []v1.Pod) {
+	t.Helper()
+	group := ""
+	for _, p := range got {
+		rec, err := placement.Decode(p.Annotations[placement.Annotation])
+		require.NoError(t, err, "pod %s's placement record", p.Name)
+		require.Equal(t, vc, rec.VirtualCluster, "pod %s", p.Name)
+		if group == "" {
+			group = rec.Group
+		}
+		require.Equal(t, group, rec.Group, "pod %s is in another group than its gang", p.Name)
+		if rec.CellLess() {
+			require.Empty(t, p.Annotations[hivesched.AnnotationLeafCellIndices], "pod %s holds no cells", p.Name)
+			require.Positive(t, rec.CellLessPods, "pod %s's record counts no member without cells", p.Name)
+			cellLess = append(cellLess, p)
+			continue
+		}
+		require.Len(t, rec.LeafCellIndices, gpus, "pod %s", p.Name)
+	}
+	return cellLess
+}
+
+// checkGang checks a framework's bound gang of 4 in vc-vision: every pod
+// of scheduler schedulerName and of PodGroup podGroup, one member without
+// GPUs (the one cellLess says: a launcher, a head, a coordinator) bound
+// with no cells, and three 8-GPU workers on three nodes of one rack.
+func checkGang(t *testing.T, racks map[string]string, what string, got []v1.Pod, schedulerName, podGroup string, cellLess func(v1.Pod) bool) {
+	t.Helper()
+	for _, p := range got {
+		require.Equal(t, schedulerName, p.Spec.SchedulerName, "pod %s", p.Name)
+		require.Equal(t, podGroup, p.Labels["scheduling.x-k8s.io/pod-group"], "pod %s", p.Name)
+	}
+	noCells := gangMembers(t, got, "vc-vision", 8)
+	require.Len(t, noCells, 1, "%s: one member without GPUs", what)
+	require.True(t, cellLess(noCells[0]), "%s: pod %s holds no cells but is not the member without GPUs", what, noCells[0].Name)
+	rack, nodes := "", map[string]bool{}
+	for _, p := range got {
+		if p.Name == noCells[0].Name {
+			continue
+		}
+		nodes[p.Spec.NodeName] = true
+		if rack == "" {
+			rack = racks[p.Spec.NodeName]
+		}
+		require.Equal(t, rack, racks[p.Spec.NodeName], "%s's workers span racks: pod %s on %s", what, p.Name, p.Spec.NodeName)
+	}
+	require.Len(t, nodes, 3, "%s: three 8-GPU workers on three nodes", what)
+}
+
+// sample returns manifests/samples/FILE with its object's name (the line
+// "  name: FROM") renamed to name: the tests run the samples the README
+// points at.
+func sample(t *testing.T, e *env, file, from, name string) string {
+	raw, err := os.ReadFile(filepath.Join(e.root, "manifests", "samples", file))
+	require.NoError(t, err)
+	s := string(raw)
+	require.Equal(t, 1, strings.Count(s, "\n  name: "+from+"\n"), "%s names one object %s", file, from)
+	return strings.Replace(s, "\n  name: "+from+"\n", "\n  name: "+name+"\n", 1)
+}
+
+// TestMPIJob (issue 39): manifests/samples/mpijob.yaml through training-operator v1.8.1's MPI
+// controller (hack/local-kubeflow.sh, --gang-scheduler-name=hivesched) is
+// one scheduler-plugins PodGroup of minMember launcher + workers; its
+// launcher asks for no GPU. A 1 + 3 x 8 GPU job binds whole (the launcher
+// with no cells, the workers in vc-vision's rack); a second one waits
+// with none of its pods bound, its launcher included, and binds whole
+// once the first is deleted. A third one whose PodGroup wants more pods
+// than the job has waits whole and is told so (WaitingForMembers).
+func TestMPIJob(t *testing.T) {
+	e := setup(t)
+	operatorReady(t, e, "Kubeflow's training-operator", "KUBEFLOW_PROBE_PORT", envKubeflow, "hack/local-kubeflow.sh (make kubeflow)")
+	racks := topCells(t, e.root)
+	sel := func(name string) string { return "training.kubeflow.org/job-name=" + name }
+	del := func(names ...string) {
+		e.kubectl(t, append([]string{"delete", "mpijob", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+	}
+	del("mpi-a", "mpi-b")
+	e.waitPods(t, "vision", "training.kubeflow.org/operator-name=mpijob-controller", 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+	t.Cleanup(func() { del("mpi-a", "mpi-b") })
+
+	check := func(name string, got []v1.Pod) {
+		checkGang(t, racks, "MPIJob "+name, got, "hivesched", name, func(p v1.Pod) bool {
+			return p.Labels["training.kubeflow.org/replica-type"] == "launcher"
+		})
+	}
+
+	clockA := startBindClock(t, e, "vision", sel("mpi-a"))
+	created := time.Now()
+	cmdIn(t, e, sample(t, e, "mpijob.yaml", "pi", "mpi-a"), "apply", "-f", "-")
+	a := e.waitPods(t, "vision", sel("mpi-a"), 4, 90*time.Second, "Running", running)
+	timesA := clockA.times(t, created, a)
+	check("mpi-a", a)
+	pg := e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", "mpi-a", "-o", "jsonpath={.spec.minMember}")
+	require.Equal(t, "4", pg, "training-operator's PodGroup for mpi-a: launcher + 3 workers")
+	t.Logf("MPIJob mpi-a (launcher + 3 x 8 GPUs) bound whole; from its create: %v", timesA)
+
+	// A second job of the same size cannot fit beside it: none of its pods
+	// may bind, not even the launcher, which would fit anywhere.
+	clockB := startBindClock(t, e, "vision", sel("mpi-b"))
+	cmdIn(t, e, sample(t, e, "mpijob.yaml", "pi", "mpi-b"), "apply", "-f", "-")
+	e.waitPods(t, "vision", sel("mpi-b"), 4, 60*time.Second, "created by the operator", func(v1.Pod) bool { return true })
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("mpi-b")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of mpi-b was bound while mpi-a holds vc-vision's rack: the gang must wait whole", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel("mpi-b"), "WaitingForMembers", false)
+
+	released := time.Now()
+	del("mpi-a")
+	b := e.waitPods(t, "vision", sel("mpi-b"), 4, 90*time.Second, "Running", running)
+	check("mpi-b", b)
+	t.Logf("MPIJob mpi-b bound whole after mpi-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
+
+	// A gang whose PodGroup wants more pods than the operator makes
+	// (runPolicy.schedulingPolicy.minAvailable 5 for 4 pods, the README's
+	// "leave it unset") waits with none bound, though the rack is free,
+	// and its pods are told why (WaitingForMembers) instead of silence.
+	del("mpi-b")
+	e.waitPods(t, "vision", "training.kubeflow.org/operator-name=mpijob-controller", 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+	t.Cleanup(func() { del("mpi-c") })
+	c := sample(t, e, "mpijob.yaml", "pi", "mpi-c")
+	policy := "  runPolicy:\n    cleanPodPolicy: Running\n"
+	require.Contains(t, c, policy)
+	cmdIn(t, e, strings.Replace(c, policy, policy+"    schedulingPolicy:\n      minAvailable: 5\n", 1), "apply", "-f", "-")
+	e.waitPods(t, "vision", sel("mpi-c"), 4, 60*time.Second, "created by the operator", func(v1.Pod) bool { return true })
+	pg = e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", "mpi-c", "-o", "jsonpath={.spec.minMember}")
+	require.Equal(t, "5", pg, "training-operator's PodGroup for mpi-c takes minAvailable")
+	deadline = time.Now().Add(8 * time.Second) // the event comes 5 s after a member is seen
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("mpi-c")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of mpi-c was bound with 4 of its gang's 5 members", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel("mpi-c"), "WaitingForMembers", true)
+}
+
+// requireEvent checks whether any pod matching selector got an event of
+// reason (want true) or none did (want false).
+func requireEvent(t *testing.T, e *env, ns, selector, reason string, want bool) {
+	t.Helper()
+	names := map[string]bool{}
+	for _, p := range e.livePods(t, ns, selector) {
+		names[p.Name] = true
+	}
+	evs, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=" + reason})
+	require.NoError(t, err)
+	var hit []string
+	for _, ev := range evs.Items {
+		if ev.InvolvedObject.Kind == "Pod" && names[ev.InvolvedObject.Name] {
+			hit = append(hit, ev.InvolvedObject.Name+": "+ev.Message)
+		}
+	}
+	sort.Strings(hit)
+	if want {
+		require.NotEmpty(t, hit, "no %s event on the pods of %s", reason, selector)
+		t.Logf("%s: %s", reason, hit[0])
+	} else {
+		require.Empty(t, hit, "%s events on the pods of %s", reason, selector)
+	}
+}
+
+// envFrameworks makes the framework tests that need their own make target
+// (TestKubeRay) fail, rather than skip, when their operator or the profile
+// name they need is missing (make e2e-frameworks sets it).
+const envFrameworks = "HIVESCHED_E2E_FRAMEWORKS"
+
+// kubeRaySchedulerName is the schedulerName KubeRay's scheduler-plugins mode
+// writes into every pod (fixed in its code).
+const kubeRaySchedulerName = "scheduler-plugins-scheduler"
+
+// profileName is the schedulerName of the running local scheduler's
+// profile (hack/local-up.sh writes it, HIVESCHED_SCHEDULER_NAME).
+func profileName(t *testing.T, e *env) string {
+	raw, err := os.ReadFile(filepath.Join(e.root, "_output", "local", "scheduler-config.yaml"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^- schedulerName: (\S+)$`).FindStringSubmatch(string(raw))
+	require.NotNil(t, m, "no profile in the local scheduler's config")
+	return m[1]
+}
+
+// TestKubeRay (issue 39): manifests/samples/raycluster.yaml through KubeRay
+// v1.5.0's operator in its scheduler-plugins mode (hack/local-kuberay.sh):
+// one scheduler-plugins PodGroup of minMember head + workers, every pod's
+// schedulerName overwritten with scheduler-plugins-scheduler, which the local
+// hivesched profile answers to (HIVESCHED_SCHEDULER_NAME). A CPU head + 3 x 8
+// GPU workers binds whole (the head with no cells, the workers in
+// vc-vision's rack); a second RayCluster waits with none of its pods bound,
+// its head included, and binds whole once the first is deleted.
+func TestKubeRay(t *testing.T) {
+	e := setup(t)
+	operatorReady(t, e, "KubeRay's operator", "KUBERAY_PROBE_PORT", envFrameworks, "hack/local-kuberay.sh (make e2e-frameworks)")
+	if name := profileName(t, e); name != kubeRaySchedulerName {
+		msg := fmt.Sprintf("the local hivesched profile is %q; KubeRay's pods ask for %q: bring the cluster up with HIVESCHED_SCHEDULER_NAME=%s (make e2e-frameworks does)", name, kubeRaySchedulerName, kubeRaySchedulerName)
+		if os.Getenv(envFrameworks) != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	racks := topCells(t, e.root)
+	sel := func(name string) string { return "ray.io/cluster=" + name }
+	del := func(names ...string) {
+		e.kubectl(t, append([]string{"delete", "raycluster", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+	}
+	// A RayCluster's pods go after it (the garbage collector): wait for
+	// them too, as they hold their cells until they are gone.
+	delAndWait := func(names ...string) {
+		del(names...)
+		for _, n := range names {
+			e.waitPods(t, "vision", sel(n), 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+		}
+	}
+	delAndWait("ray-a", "ray-b")
+	t.Cleanup(func() { del("ray-a", "ray-b") })
+
+	check := func(name string, got []v1.Pod) {
+		checkGang(t, racks, "RayCluster "+name, got, kubeRaySchedulerName, name, func(p v1.Pod) bool {
+			return p.Labels["ray.io/node-type"] == "head"
+		})
+	}
+
+	clockA := startBindClock(t, e, "vision", sel("ray-a"))
+	created := time.Now()
+	cmdIn(t, e, sample(t, e, "raycluster.yaml", "ray", "ray-a"), "apply", "-f", "-")
+	a := e.waitPods(t, "vision", sel("ray-a"), 4, 90*time.Second, "Running", running)
+	timesA := clockA.times(t, created, a)
+	check("ray-a", a)
+	pg := e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", "ray-a", "-o", "jsonpath={.spec.minMember}")
+	require.Equal(t, "4", pg, "KubeRay's PodGroup for ray-a: head + 3 workers")
+	t.Logf("RayCluster ray-a (CPU head + 3 x 8 GPUs) bound whole; from its create: %v", timesA)
+
+	clockB := startBindClock(t, e, "vision", sel("ray-b"))
+	cmdIn(t, e, sample(t, e, "raycluster.yaml", "ray", "ray-b"), "apply", "-f", "-")
+	e.waitPods(t, "vision", sel("ray-b"), 4, 60*time.Second, "created by the operator", func(v1.Pod) bool { return true })
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("ray-b")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of ray-b was bound while ray-a holds vc-vision's rack: the gang must wait whole", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel("ray-b"), "WaitingForMembers", false)
+
+	released := time.Now()
+	delAndWait("ray-a")
+	b := e.waitPods(t, "vision", sel("ray-b"), 4, 90*time.Second, "Running", running)
+	check("ray-b", b)
+	t.Logf("RayCluster ray-b bound whole after ray-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
+}
+
+// jobSetSample is manifests/samples/jobset.yaml with its PodGroup, JobSet
+// and pod templates' group renamed to name, and its pods running until
+// deleted: kwok completes a Job's pods after 10 s (hack/kwok-pod-complete.yaml),
+// which would free the first gang's cells while the test still checks that
+// the second one waits.
+func jobSetSample(t *testing.T, e *env, name string) string {
+	raw, err := os.ReadFile(filepath.Join(e.root, "manifests", "samples", "jobset.yaml"))
+	require.NoError(t, err)
+	s := string(raw)
+	for _, line := range []string{"\n  name: train\n", "\n              scheduling.x-k8s.io/pod-group: train\n"} {
+		require.Equal(t, 2, strings.Count(s, line), "jobset.yaml: %q twice", line)
+		s = strings.ReplaceAll(s, line, strings.TrimSuffix(line, "train\n")+name+"\n")
+	}
+	meta := "\n          metadata:\n            labels:\n"
+	require.Equal(t, 2, strings.Count(s, meta), "jobset.yaml: two pod templates")
+	return strings.ReplaceAll(s, meta, "\n          metadata:\n            annotations: {pod-complete.stage.kwok.x-k8s.io/delay: 10m}\n            labels:\n")
+}
+
+// TestJobSet (issue 39): manifests/samples/jobset.yaml through JobSet
+// v0.12.0's controller (hack/local-jobset.sh) and the kube-controller-
+// manager's Job controller: the JobSet's two replicated jobs (a coordinator
+// without GPUs, 3 x 8 GPU workers) are one gang through the PodGroup their
+// templates name. It binds whole (the coordinator with no cells, the
+// workers in vc-vision's rack); a second JobSet waits with none of its pods
+// bound, its coordinator included, and binds whole once the first is
+// deleted. A JobSet with exclusive placement deadlocks its gang: shown.
+func TestJobSet(t *testing.T) {
+	e := setup(t)
+	operatorReady(t, e, "JobSet's controller", "JOBSET_PROBE_PORT", envFrameworks, "hack/local-jobset.sh (make e2e-frameworks)")
+	racks := topCells(t, e.root)
+	sel := func(name string) string { return "jobset.sigs.k8s.io/jobset-name=" + name }
+	del := func(names ...string) {
+		e.kubectl(t, append([]string{"delete", "jobset", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+		e.kubectl(t, append([]string{"delete", "podgroups.scheduling.x-k8s.io", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+	}
+	delAndWait := func(names ...string) {
+		del(names...)
+		for _, n := range names {
+			e.waitPods(t, "vision", sel(n), 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+		}
+	}
+	delAndWait("js-a", "js-b", "js-x")
+	t.Cleanup(func() { del("js-a", "js-b") })
+
+	check := func(name string, got []v1.Pod) {
+		checkGang(t, racks, "JobSet "+name, got, "hivesched", name, func(p v1.Pod) bool {
+			return p.Labels["jobset.sigs.k8s.io/replicatedjob-name"] == "coordinator"
+		})
+	}
+
+	clockA := startBindClock(t, e, "vision", sel("js-a"))
+	created := time.Now()
+	cmdIn(t, e, jobSetSample(t, e, "js-a"), "apply", "-f", "-")
+	a := e.waitPods(t, "vision", sel("js-a"), 4, 90*time.Second, "Running", running)
+	timesA := clockA.times(t, created, a)
+	check("js-a", a)
+	t.Logf("JobSet js-a (CPU coordinator + 3 x 8 GPUs) bound whole; from its create: %v", timesA)
+
+	clockB := startBindClock(t, e, "vision", sel("js-b"))
+	cmdIn(t, e, jobSetSample(t, e, "js-b"), "apply", "-f", "-")
+	e.waitPods(t, "vision", sel("js-b"), 4, 60*time.Second, "created by the Job controller", func(v1.Pod) bool { return true })
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("js-b")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of js-b was bound while js-a holds vc-vision's rack: the gang must wait whole", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel("js-b"), "WaitingForMembers", false)
+
+	released := time.Now()
+	delAndWait("js-a")
+	b := e.waitPods(t, "vision", sel("js-b"), 4, 90*time.Second, "Running", running)
+	check("js-b", b)
+	t.Logf("JobSet js-b bound whole after js-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
+
+	// JobSet's exclusive placement deadlocks a gang: its pod webhook
+	// refuses a Job's follower pods until the leader pod is scheduled, and
+	// the gang binds no pod before all its pods exist. A legitimate job
+	// (one worker Job of 2 pods x 4 GPUs, exclusive on a node, + the
+	// coordinator) never gets its follower: none binds, the gang is told
+	// it waits for its members, and so it stays (the README says not to).
+	del("js-b")
+	t.Cleanup(func() { del("js-x") })
+	cmdIn(t, e, exclusiveJobSet("js-x"), "apply", "-f", "-")
+	deadline = time.Now().Add(8 * time.Second) // the event comes 5 s after a member is seen
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("js-x")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of js-x was bound without its gang's follower", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	leaders := e.livePods(t, "vision", sel("js-x"))
+	require.Len(t, leaders, 2, "the coordinator and the workers' leader exist, the follower is refused: %s", podStates(leaders))
+	requireEvent(t, e, "vision", sel("js-x"), "WaitingForMembers", true)
+}
+
+// exclusiveJobSet is a JobSet with alpha.jobset.sigs.k8s.io/exclusive-topology
+// (each Job alone on a node) whose worker Job has a leader and a follower
+// pod, ganged with its coordinator by a PodGroup of minMember 3.
+func exclusiveJobSet(name string) string {
+	return fmt.Sprintf(`apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: %[1]s, namespace: vision, labels: {%[2]s: vc-vision}}
+spec: {minMember: 3}
+---
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: %[1]s
+  namespace: vision
+  annotations: {alpha.jobset.sigs.k8s.io/exclusive-topology: kubernetes.io/hostname}
+spec:
+  replicatedJobs:
+  - name: coordinator
+    template:
+      spec:
+        template:
+          metadata: {labels: {scheduling.x-k8s.io/pod-group: %[1]s}}
+          spec:
+            schedulerName: hivesched
+            restartPolicy: Never
+            containers: [{name: c, image: docker.io/library/python:3.12, resources: {requests: {cpu: 500m}}}]
+  - name: workers
+    template:
+      spec:
+        parallelism: 2
+        completions: 2
+        completionMode: Indexed
+        template:
+          metadata: {labels: {scheduling.x-k8s.io/pod-group: %[1]s}}
+          spec:
+            schedulerName: hivesched
+            restartPolicy: Never
+            containers: [{name: w, image: docker.io/library/python:3.12, resources: {limits: {nvidia.com/gpu: 4}}}]
+`, name, hivesched.LabelVirtualCluster)
+}
+
+// TestTrainer (issue 39): manifests/samples/trainjob.yaml through Kubeflow
+// Trainer v2.3.0's controller manager (hack/local-trainer.sh) and JobSet's
+// controller: a TrainJob of a dataset initializer without GPUs and 3 x 8
+// GPU training nodes, one PodGroup (Trainer's coscheduling policy) of
+// minMember 4. It binds whole (the initializer with no cells, the nodes in
+// vc-vision's rack); a second TrainJob waits with none of its pods bound,
+// its initializer included, and binds whole once the first is deleted.
+func TestTrainer(t *testing.T) {
+	e := setup(t)
+	operatorReady(t, e, "Kubeflow Trainer's controller manager", "TRAINER_PROBE_PORT", envFrameworks, "hack/local-trainer.sh (make e2e-frameworks)")
+	racks := topCells(t, e.root)
+	sel := func(name string) string { return "jobset.sigs.k8s.io/jobset-name=" + name }
+	del := func(names ...string) {
+		e.kubectl(t, append([]string{"delete", "trainjobs.trainer.kubeflow.org", "-n", "vision", "--ignore-not-found", "--wait=true"}, names...)...)
+	}
+	delAndWait := func(names ...string) {
+		del(names...)
+		for _, n := range names {
+			e.waitPods(t, "vision", sel(n), 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+		}
+	}
+	delAndWait("tj-a", "tj-b")
+	t.Cleanup(func() { del("tj-a", "tj-b") })
+	// The pods run until deleted: kwok would complete a Job's pods after
+	// 10 s (hack/kwok-pod-complete.yaml), freeing the first gang's cells
+	// while the second one is checked to wait.
+	job := func(name string) string {
+		s := sample(t, e, "trainjob.yaml", "train", name)
+		meta := "              metadata:\n                labels:\n"
+		require.Equal(t, 2, strings.Count(s, meta), "trainjob.yaml: two pod templates")
+		return strings.ReplaceAll(s, meta, "              metadata:\n                annotations: {pod-complete.stage.kwok.x-k8s.io/delay: 10m}\n                labels:\n")
+	}
+	check := func(name string, got []v1.Pod) {
+		checkGang(t, racks, "TrainJob "+name, got, "hivesched", name, func(p v1.Pod) bool {
+			return p.Labels["jobset.sigs.k8s.io/replicatedjob-name"] == "dataset-initializer"
+		})
+	}
+
+	clockA := startBindClock(t, e, "vision", sel("tj-a"))
+	created := time.Now()
+	cmdIn(t, e, job("tj-a"), "apply", "-f", "-")
+	a := e.waitPods(t, "vision", sel("tj-a"), 4, 90*time.Second, "Running", running)
+	timesA := clockA.times(t, created, a)
+	check("tj-a", a)
+	pg := e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", "tj-a", "-o", "jsonpath={.spec.minMember}")
+	require.Equal(t, "4", pg, "Trainer's PodGroup for tj-a: initializer + 3 nodes")
+	t.Logf("TrainJob tj-a (CPU initializer + 3 x 8 GPUs) bound whole; from its create: %v", timesA)
+
+	clockB := startBindClock(t, e, "vision", sel("tj-b"))
+	cmdIn(t, e, job("tj-b"), "apply", "-f", "-")
+	e.waitPods(t, "vision", sel("tj-b"), 4, 60*time.Second, "created by the Job controller", func(v1.Pod) bool { return true })
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range e.livePods(t, "vision", sel("tj-b")) {
+			require.Empty(t, p.Spec.NodeName, "pod %s of tj-b was bound while tj-a holds vc-vision's rack: the gang must wait whole", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel("tj-b"), "WaitingForMembers", false)
+
+	released := time.Now()
+	delAndWait("tj-a")
+	b := e.waitPods(t, "vision", sel("tj-b"), 4, 90*time.Second, "Running", running)
+	check("tj-b", b)
+	t.Logf("TrainJob tj-b bound whole after tj-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
+}

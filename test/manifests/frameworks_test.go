@@ -1,0 +1,214 @@
+package manifests
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/podrequest"
+)
+
+// The framework samples of issue 39 (README "MPI jobs", "KubeRay",
+// "JobSet"), without their controllers: the pods and the PodGroup each
+// framework makes of its sample, as its source says it makes them, read by
+// hivesched as one gang of vc-vision shaped 3x8,1x0 (three 8-GPU pods and
+// one without GPUs). test/e2e runs the same samples through the real
+// controllers; this keeps the samples honest in make test.
+
+// mpiJobSample is the part of training-operator v1.8.1's kubeflow.org/v1
+// MPIJob the sample uses (strict decoding refuses a misspelt field).
+type mpiJobSample struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		SlotsPerWorker int32 `json:"slotsPerWorker"`
+		RunPolicy      struct {
+			CleanPodPolicy string `json:"cleanPodPolicy"`
+		} `json:"runPolicy"`
+		MPIReplicaSpecs map[string]struct {
+			Replicas int32                  `json:"replicas"`
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"mpiReplicaSpecs"`
+	} `json:"spec"`
+}
+
+// rayClusterSample is the part of KubeRay v1.5.0's ray.io/v1 RayCluster the
+// sample uses.
+type rayClusterSample struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		RayVersion    string `json:"rayVersion"`
+		HeadGroupSpec struct {
+			RayStartParams map[string]string      `json:"rayStartParams"`
+			Template       corev1.PodTemplateSpec `json:"template"`
+		} `json:"headGroupSpec"`
+		WorkerGroupSpecs []struct {
+			GroupName      string                 `json:"groupName"`
+			Replicas       int32                  `json:"replicas"`
+			MinReplicas    int32                  `json:"minReplicas"`
+			MaxReplicas    int32                  `json:"maxReplicas"`
+			RayStartParams map[string]string      `json:"rayStartParams"`
+			Template       corev1.PodTemplateSpec `json:"template"`
+		} `json:"workerGroupSpecs"`
+	} `json:"spec"`
+}
+
+// jobSetSample is the part of JobSet v0.12.0's jobset.x-k8s.io/v1alpha2
+// JobSet the sample uses.
+type jobSetSample struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		ReplicatedJobs []struct {
+			Name     string `json:"name"`
+			Replicas int32  `json:"replicas"`
+			Template struct {
+				Spec struct {
+					Parallelism    int32                  `json:"parallelism"`
+					Completions    int32                  `json:"completions"`
+					CompletionMode string                 `json:"completionMode,omitempty"`
+					BackoffLimit   int32                  `json:"backoffLimit"`
+					Template       corev1.PodTemplateSpec `json:"template"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"replicatedJobs"`
+	} `json:"spec"`
+}
+
+// podsOf makes n pods of template t named prefix-i in namespace ns.
+func podsOf(t corev1.PodTemplateSpec, ns, prefix string, n int32) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := int32(0); i < n; i++ {
+		p := &corev1.Pod{ObjectMeta: *t.ObjectMeta.DeepCopy(), Spec: *t.Spec.DeepCopy()}
+		p.Name = fmt.Sprintf("%s-%d", prefix, i)
+		p.Namespace = ns
+		p.UID = types.UID(p.Name)
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// requireGang reads every pod with pg as the only PodGroup and the pods as
+// its gang, and checks that they are one gang of vc-vision shaped 3x8,1x0.
+func requireGang(t *testing.T, pg *pgv1alpha1.PodGroup, pods []*corev1.Pod) {
+	t.Helper()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, indexer.Add(pg))
+	lister := pglisters.NewPodGroupLister(indexer)
+	resolver := podrequest.NewResolver("nvidia.com/gpu", podrequest.Lookups{
+		PodGroups: func() pglisters.PodGroupLister { return lister },
+		GangPods:  func(podrequest.GangKey) []*corev1.Pod { return pods },
+	})
+	var first *podrequest.Request
+	for _, pod := range pods {
+		require.Equal(t, pg.Name, pod.Labels[pgv1alpha1.PodGroupLabel], "%s: the PodGroup's label", pod.Name)
+		req, err := resolver.Read(pod)
+		require.NoError(t, err, pod.Name)
+		require.NotNil(t, req, "%s: hivesched's", pod.Name)
+		if first == nil {
+			first = req
+		}
+		require.Equal(t, first.Group, req.Group, "%s: one gang", pod.Name)
+	}
+	require.Equal(t, pg.Namespace+"/"+pg.Name, first.Group.Name)
+	require.Equal(t, "vc-vision", first.Group.VirtualCluster)
+	require.Equal(t, "3x8,1x0", podrequest.Shape(first), "three 8-GPU pods and one without GPUs")
+}
+
+// TestMPIJobSample: training-operator v1.8.1 with
+// --gang-scheduler-name=hivesched labels every pod with a PodGroup named
+// after the job, of minMember launcher + workers (no labels), and sets
+// schedulerName hivesched where the template names none.
+func TestMPIJobSample(t *testing.T) {
+	docs := documents(t, "manifests", "samples", "mpijob.yaml")
+	require.Len(t, docs, 1)
+	var job mpiJobSample
+	require.NoError(t, sigsyaml.UnmarshalStrict(docs[0], &job))
+	require.Equal(t, "kubeflow.org/v1", job.APIVersion)
+	require.Equal(t, "MPIJob", job.Kind)
+	var pods []*corev1.Pod
+	for _, rt := range []string{"Launcher", "Worker"} {
+		spec, ok := job.Spec.MPIReplicaSpecs[rt]
+		require.True(t, ok, "replica type %s", rt)
+		require.Equal(t, "vc-vision", spec.Template.Labels[hivesched.LabelVirtualCluster], "%s: the template names the VC", rt)
+		for _, p := range podsOf(spec.Template, job.Metadata.Namespace, job.Metadata.Name+"-"+rt, spec.Replicas) {
+			p.Labels[pgv1alpha1.PodGroupLabel] = job.Metadata.Name
+			if p.Spec.SchedulerName == "" {
+				p.Spec.SchedulerName = "hivesched"
+			}
+			pods = append(pods, p)
+		}
+	}
+	requireGang(t, &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: job.Metadata.Name, Namespace: job.Metadata.Namespace},
+		Spec: pgv1alpha1.PodGroupSpec{MinMember: int32(len(pods))}}, pods)
+}
+
+// TestRayClusterSample: KubeRay v1.5.0 with --batch-scheduler=scheduler-plugins
+// gangs a RayCluster labelled ray.io/gang-scheduling-enabled: a PodGroup
+// named after it of minMember workers + 1 (no labels), the pods labelled
+// with it and their schedulerName overwritten with
+// scheduler-plugins-scheduler. A gang has a fixed size: the worker groups
+// do not autoscale.
+func TestRayClusterSample(t *testing.T) {
+	docs := documents(t, "manifests", "samples", "raycluster.yaml")
+	require.Len(t, docs, 1)
+	var rc rayClusterSample
+	require.NoError(t, sigsyaml.UnmarshalStrict(docs[0], &rc))
+	require.Equal(t, "ray.io/v1", rc.APIVersion)
+	require.Equal(t, "RayCluster", rc.Kind)
+	require.Contains(t, rc.Metadata.Labels, "ray.io/gang-scheduling-enabled", "KubeRay makes a PodGroup only for a RayCluster so labelled")
+	require.Equal(t, "vc-vision", rc.Spec.HeadGroupSpec.Template.Labels[hivesched.LabelVirtualCluster], "the head's template names the VC")
+	pods := podsOf(rc.Spec.HeadGroupSpec.Template, rc.Metadata.Namespace, rc.Metadata.Name+"-head", 1)
+	for _, g := range rc.Spec.WorkerGroupSpecs {
+		require.Equal(t, "vc-vision", g.Template.Labels[hivesched.LabelVirtualCluster], "%s: the template names the VC", g.GroupName)
+		require.True(t, g.MinReplicas == g.Replicas && g.MaxReplicas == g.Replicas, "%s: a fixed size", g.GroupName)
+		pods = append(pods, podsOf(g.Template, rc.Metadata.Namespace, rc.Metadata.Name+"-"+g.GroupName, g.Replicas)...)
+	}
+	for _, p := range pods {
+		p.Labels[pgv1alpha1.PodGroupLabel] = rc.Metadata.Name
+		p.Spec.SchedulerName = "scheduler-plugins-scheduler"
+	}
+	requireGang(t, &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: rc.Metadata.Name, Namespace: rc.Metadata.Namespace},
+		Spec: pgv1alpha1.PodGroupSpec{MinMember: int32(len(pods))}}, pods)
+}
+
+// TestJobSetSample: the sample's own PodGroup (with the VC label) counts
+// every pod of every replicated job, and each pod template names it.
+func TestJobSetSample(t *testing.T) {
+	docs := documents(t, "manifests", "samples", "jobset.yaml")
+	require.Len(t, docs, 2)
+	var pg pgv1alpha1.PodGroup
+	require.NoError(t, sigsyaml.UnmarshalStrict(docs[0], &pg))
+	require.Equal(t, "PodGroup", pg.Kind)
+	var js jobSetSample
+	require.NoError(t, sigsyaml.UnmarshalStrict(docs[1], &js))
+	require.Equal(t, "jobset.x-k8s.io/v1alpha2", js.APIVersion)
+	require.Equal(t, "JobSet", js.Kind)
+	require.NotContains(t, js.Metadata.Annotations, "alpha.jobset.sigs.k8s.io/exclusive-topology", "exclusive placement deadlocks a gang")
+	var pods []*corev1.Pod
+	for _, rj := range js.Spec.ReplicatedJobs {
+		tmpl := rj.Template.Spec.Template
+		require.Equal(t, "hivesched", tmpl.Spec.SchedulerName, "%s: the template names hivesched", rj.Name)
+		for r := int32(0); r < rj.Replicas; r++ {
+			pods = append(pods, podsOf(tmpl, js.Metadata.Namespace, fmt.Sprintf("%s-%s-%d", js.Metadata.Name, rj.Name, r), rj.Template.Spec.Parallelism)...)
+		}
+	}
+	require.Equal(t, pg.Spec.MinMember, int32(len(pods)), "the PodGroup counts every pod of every replicated job")
+	requireGang(t, &pg, pods)
+}
