@@ -111,11 +111,11 @@ for p in "${PROFILES[@]}"; do
   mkdir -p "$dir"
   log "profile $p: a fresh local cluster"
   down
-  # Up to three tries: on a loaded machine local-env.sh's component_pid can
-  # take a daemon that is still exec'ing for one that exited (an empty
-  # /proc/PID/cmdline), and local-up.sh stops there; a re-run finds the
-  # components it started running and goes on (issue 40 changes how
-  # components are identified).
+  # Up to three tries: on a loaded machine local-env.sh's component_pid took
+  # a daemon still exec'ing for one that had exited (an empty
+  # /proc/PID/cmdline; twice in a row here, before issue 40 identified
+  # components by pid and start time), and local-up.sh stops there; a
+  # re-run finds the components it started running and goes on.
   for try in 1 2 3; do
     HIVESCHED_PROFILE=$p bash "$REPO_ROOT/hack/local-up.sh" >>"$dir/local-up.log" 2>&1 && break
     ((try < 3)) || { tail -n 30 "$dir/local-up.log" >&2; die "hack/local-up.sh failed 3 times (log $dir/local-up.log)"; }
