@@ -156,4 +156,26 @@ for p in "${PROFILES[@]}"; do args+=("-report" "$p=$OUT/$p/ginkgo/report.json");
 for t in "${TIMES[@]}"; do args+=("-seconds" "$t"); done
 for f in "${SKIP_FILES[@]}"; do args+=("-skip-list" "$f"); done
 cd "$MOD"
-go run ./compare -focus "$FOCUS" -out "$OUT/results.md" "${args[@]}"
+st=0
+go run ./compare -focus "$FOCUS" -out "$OUT/results.md" -failing-out "$OUT/failing.txt" "${args[@]}" || st=$?
+last=${PROFILES[${#PROFILES[@]}-1]}
+if ((st == 1)) && [[ $last == default && -s $OUT/failing.txt && ${CONFORMANCE_RETRY:-1} == 1 ]]; then
+  # Specs that passed on stock and not on hivesched's profile run once more
+  # on hivesched's cluster (still up): on two busy cores some specs race
+  # their own timeouts (docs/conformance.md), and a flake must not fail the
+  # comparison; a real regression fails twice. The table says which passed
+  # only when re-run.
+  retry_focus=$(sed -e 's/[][\.*^$()+?{}|/]/\\&/g' "$OUT/failing.txt" | paste -sd'|' -)
+  log "profile default: re-running the $(wc -l <"$OUT/failing.txt") spec(s) that passed on stock only"
+  rdir=$OUT/default-retry
+  rm -rf "$rdir"
+  mkdir -p "$rdir"
+  "$E2E" --kubeconfig="$KUBECONFIG_FILE" --kubectl-path="$KUBECTL_BIN" --provider=local \
+    --report-dir="$rdir" --report-complete-ginkgo --e2e-output-dir="$rdir" \
+    --ginkgo.focus="$retry_focus" --ginkgo.timeout="${CONFORMANCE_TIMEOUT:-3h}" --ginkgo.no-color --ginkgo.v \
+    >"$rdir/e2e.log" 2>&1 || true
+  [[ -s $rdir/ginkgo/report.json ]] || die "no ginkgo report of the re-run in $rdir/ginkgo"
+  st=0
+  go run ./compare -focus "$FOCUS" -out "$OUT/results.md" -retry "default=$rdir/ginkgo/report.json" "${args[@]}" || st=$?
+fi
+exit "$st"

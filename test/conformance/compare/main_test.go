@@ -91,3 +91,23 @@ func TestParseSkipListRejectsLinesWithoutReason(t *testing.T) {
 		t.Fatal("a line without ' -- why' was accepted")
 	}
 }
+
+// TestRetried: a spec that passes when re-run counts as passed, with a note;
+// one that fails again, or was not re-run, keeps its failure.
+func TestRetried(t *testing.T) {
+	results := map[string]Result{
+		"flaky":  {State: "failed", Why: "timed out"},
+		"broken": {State: "failed", Why: "nope"},
+		"fine":   {State: "passed"},
+	}
+	Retried(results, map[string]Result{"flaky": {State: "passed"}, "broken": {State: "failed", Why: "nope again"}})
+	if r := results["flaky"]; r.State != "passed" || !strings.Contains(r.Why, "re-run") || !strings.Contains(r.Why, "timed out") {
+		t.Errorf("flaky: %+v", r)
+	}
+	if r := results["broken"]; r.State != "failed" || r.Why != "nope" {
+		t.Errorf("broken: %+v", r)
+	}
+	if r := results["fine"]; r.State != "passed" {
+		t.Errorf("fine: %+v", r)
+	}
+}
