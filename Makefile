@@ -177,9 +177,12 @@ chart-test-server: $(HELM)
 
 ## chart-install-test: on the local cluster (make up; make image first): helm install the chart, run the
 ## scheduler from the image's layer as its pod would (uid 65532, the chart's ConfigMap, a token of its
-## ServiceAccount, no kubeconfig: under the chart's RBAC), probes, /metrics for the listed scraper, a gang
-## bound whole, then helm uninstall keeps the CRDs, VCs and AffinityGroups (hack/chart-install-test.sh;
-## needs root for unshare and setpriv). It leaves the local cluster's own scheduler stopped.
+## ServiceAccount, no kubeconfig: under the chart's RBAC), probes, /metrics for the listed scraper, a gang,
+## a Workload API PodGroup gang and a DRA claim bound (the VCs' usedLeafCells checked), a tenant's forged
+## placement refused by the chart's policy, a helm upgrade of config and replicas while gangs are created
+## with the scheduler rolled (chaos checks: no double booking, no partly bound gang), then helm uninstall
+## keeps the CRDs, VCs and AffinityGroups; prints its time and the time to a leader
+## (hack/chart-install-test.sh; needs root for unshare and setpriv). It leaves the local scheduler stopped.
 .PHONY: chart-install-test
 chart-install-test: $(HELM) image-builder
 	HELM=$(HELM) IMAGE_BUILDER=$(OUT)/bin/image-builder IMAGE_TAG=$(IMAGE_TAG) bash hack/chart-install-test.sh
