@@ -525,7 +525,7 @@ snapshot() {
 # window (60 s: binding a gang's members takes time) fails too.
 watch_checks() {
   declare -A since=()
-  local line now kind g snaps=0
+  local now kind g rest snaps=0
   while [[ ! -e $work/watch.stop ]]; do
     now=$SECONDS
     declare -A seen=()
@@ -595,7 +595,7 @@ printf '   the rolled scheduler (permitWaitingTimeSeconds: 90 from the new Confi
 
 wait "$loop_pid" || { cat "$work/roll-loop.txt"; die "the loop could not create its gangs"; }
 # Settled: every gang bound whole or waiting whole, and the same for 5 s.
-prev= same=0
+prev='' same=0
 for ((i = 0; i < 120; i++)); do
   cur=$(k -n vision get pods -l "$sel" -o jsonpath='{range .items[*]}{.metadata.name}={.spec.nodeName}{"\n"}{end}' | sort)
   if [[ $cur == "$prev" ]] && ! snapshot | grep -q '^partial '; then same=$((same + 1)); else same=0; fi
