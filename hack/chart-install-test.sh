@@ -495,7 +495,7 @@ spec:
       limits: {nvidia.com/gpu: 4}
 EOF2
     done | k --as alice apply -f - >/dev/null
-    sleep 1
+    sleep 2 # the roll (about 6 s in) must land mid-loop, on a busy machine too
   done
 ) >"$work/roll-loop.txt" 2>&1 &
 loop_pid=$!
