@@ -151,12 +151,16 @@ start_scheduler() {
     work=$1; shift
     mount --bind -o ro "$work/config" /etc/hivesched
     mount -t tmpfs -o mode=0755 tmpfs /run
-    mkdir -p /run/secrets/kubernetes.io/serviceaccount /run/hivesched-tmp
+    mkdir -p /run/secrets/kubernetes.io/serviceaccount /run/hivesched-tmp /run/hivesched-bin
     mount --bind -o ro "$work/serviceaccount" /run/secrets/kubernetes.io/serviceaccount
+    # The binary at a path of its own: the tmpfs on /tmp below hides $work
+    # when the checkout itself is under /tmp (a CI clone may be).
+    touch /run/hivesched-bin/hivesched-scheduler
+    mount --bind -o ro "$work/hivesched-scheduler" /run/hivesched-bin/hivesched-scheduler
     mount -t tmpfs -o mode=1777 tmpfs /tmp
     exec setpriv --reuid=65532 --regid=65532 --clear-groups --no-new-privs -- \
       env -i KUBERNETES_SERVICE_HOST="$API_HOST" KUBERNETES_SERVICE_PORT="$API_PORT" POD_NAMESPACE="$POD_NS" \
-      "$work/hivesched-scheduler" "$@"
+      /run/hivesched-bin/hivesched-scheduler "$@"
   ' bash "$work" "${args[@]}" >"$work/$1" 2>&1 &
   scheduler_pid=$!
   scheduler_log=$work/$1
