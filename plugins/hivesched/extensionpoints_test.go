@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	schedlisters "k8s.io/client-go/listers/scheduling/v1beta1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics/legacyregistry"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -22,8 +24,10 @@ import (
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/utils/ptr"
 
+	"github.com/hivesched/hivesched/apis/config"
 	"github.com/hivesched/hivesched/plugins/binding"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/cellspec"
 	"github.com/hivesched/hivesched/plugins/groupindex"
 	"github.com/hivesched/hivesched/plugins/metrics"
 	"github.com/hivesched/hivesched/plugins/podrequest"
@@ -52,6 +56,9 @@ func newTestPlugin(t *testing.T) *testPlugin {
 	p := &HiveSched{core: core, resource: "nvidia.com/gpu", schedulerName: "hivesched", groups: groupindex.New("nvidia.com/gpu"),
 		vcs: virtualclusters.New(virtualclusters.Config{Core: core}), binds: binds{retries: binding.NewRetries(3)},
 		cycles: podGroupCycles{holds: newGroupHolds()}}
+	cellTypes := cellspec.NewCellTypes(config.PhysicalClusterSpec{CellTypes: map[string]config.CellTypeSpec{
+		"V100-NODE": {ChildCellType: "V100", ChildCellNumber: 8, IsNodeLevel: true}}})
+	p.cellTypes.Store(&cellTypes)
 	rec := events.NewFakeRecorder(100)
 	schedmetrics.Register() // the framework's own metrics, as kube-scheduler registers them
 	registry := frameworkruntime.Registry{Name: func(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -303,4 +310,46 @@ func TestQueueSort(t *testing.T) {
 	emptyOld, emptyNew := podGroup("e-old", 3, t0), podGroup("e-new", 3, t0.Add(time.Minute))
 	require.True(t, tp.Less(emptyOld, emptyNew))
 	require.False(t, tp.Less(emptyNew, emptyOld))
+}
+
+// TestPodGroupSeenBeforeThePodIsReadAgain (CI flake of
+// TestWorkloadUnknownPodGroup): a pod read before the PodGroup informer
+// delivered its PodGroup keeps that refusal until the plugin's PodGroup
+// handler reads it again, but the scheduler's queue, on the same informer,
+// may let the pod into a cycle first. PreFilter reads such a pod again: it
+// is placed, and not told its PodGroup does not exist.
+func TestPodGroupSeenBeforeThePodIsReadAgain(t *testing.T) {
+	tp := newTestPlugin(t)
+	pgs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	tp.groups.SetResolver(podrequest.NewResolver("nvidia.com/gpu", podrequest.Lookups{Workloads: &podrequest.Workloads{
+		PodGroups: schedlisters.NewPodGroupLister(pgs),
+		Workloads: schedlisters.NewWorkloadLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})),
+	}}))
+	pod := gangPod("w0", "", 1, 8, 0)
+	delete(pod.Labels, LabelAffinityGroup)
+	delete(pod.Annotations, AnnotationGroupMembers)
+	pod.ResourceVersion = "1"
+	pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("now")}
+
+	_, err := tp.groups.Request(pod) // the pod handler, before the PodGroup came
+	_, missing := podrequest.IsMissingPodGroup(err)
+	require.True(t, missing, "%v", err)
+
+	require.NoError(t, pgs.Add(&schedv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "now", Namespace: "ns", Labels: map[string]string{LabelVirtualCluster: "vc"}},
+		Spec: schedv1beta1.PodGroupSpec{SchedulingPolicy: schedv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedv1beta1.GangSchedulingPolicy{MinCount: 1}}}}))
+	req, st := tp.readRequest(t.Context(), framework.NewCycleState(), pod)
+	require.Nil(t, st, "read again: the PodGroup is there")
+	require.Equal(t, "ns/now", req.Group.Name)
+	require.Empty(t, tp.recorded(), "no event says the PodGroup does not exist")
+
+	other := gangPod("x0", "", 1, 8, 0)
+	delete(other.Labels, LabelAffinityGroup)
+	delete(other.Annotations, AnnotationGroupMembers)
+	other.ResourceVersion = "1"
+	other.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("never")}
+	_, st = tp.readRequest(t.Context(), framework.NewCycleState(), other)
+	require.Equal(t, fwk.UnschedulableAndUnresolvable, st.Code(), "still missing: it waits")
+	require.Contains(t, st.Message(), `pod names pod group "never"`)
 }

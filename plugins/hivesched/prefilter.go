@@ -75,7 +75,7 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	// unconfirmed holds go (podgroupcycle.go).
 	pgCycle := rootCycle(state.GetPodGroupSchedulingCycle())
 	p.releaseOtherCycles(klog.FromContext(ctx), pgCycle)
-	req, st := p.readRequest(state, pod)
+	req, st := p.readRequest(ctx, state, pod)
 	if st != nil {
 		return nil, st
 	}
@@ -99,8 +99,24 @@ func (p *HiveSched) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1
 
 // readRequest reads the pod's request: Skip for a plain pod, a refusal
 // (InvalidSchedulingSpec on the pod) for a bad one.
-func (p *HiveSched) readRequest(state fwk.CycleState, pod *v1.Pod) (*podrequest.Request, *fwk.Status) {
+func (p *HiveSched) readRequest(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*podrequest.Request, *fwk.Status) {
 	req, err := p.request(pod)
+	if _, missing := podrequest.IsMissingPodGroup(err); missing {
+		// Read when the pod came, before the PodGroup informer delivered
+		// its PodGroup: the queue lets the pod through once the PodGroup
+		// is in the informer, which may be before this plugin's own
+		// handler read the pod again. Read it again now; if the PodGroup
+		// is still missing, the pod is told (once, after the API server
+		// confirms) and waits for it.
+		p.groups.ForgetRefused(pod)
+		if req, err = p.request(pod); err != nil {
+			if _, missing := podrequest.IsMissingPodGroup(err); missing {
+				p.noteMissingPodGroup(klog.FromContext(ctx), pod, err)
+				_, st := reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
+				return nil, st
+			}
+		}
+	}
 	if err == nil && req != nil {
 		err = p.cellTypes.Load().CheckLeafCellType(req.Group.LeafCellType)
 	}
