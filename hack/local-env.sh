@@ -85,6 +85,11 @@ port JOBSET_WEBHOOK_PORT 10277
 port TRAINER_METRICS_PORT 10278
 port TRAINER_PROBE_PORT 10279
 port TRAINER_WEBHOOK_PORT 10280
+# LeaderWorkerSet's controller (hack/local-lws.sh): metrics, health probes
+# and its webhook server (called by the API server on 127.0.0.1).
+port LWS_METRICS_PORT 10281
+port LWS_PROBE_PORT 10282
+port LWS_WEBHOOK_PORT 10283
 unset -f port
 APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
 
@@ -125,7 +130,7 @@ cluster_env() {
 # trainer-controller-manager only after hack/local-kuberay.sh,
 # hack/local-jobset.sh and hack/local-trainer.sh (Trainer after JobSet: it
 # makes JobSets).
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator kuberay-operator jobset-controller trainer-controller-manager)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator kuberay-operator jobset-controller trainer-controller-manager lws-controller)
 
 # Builds share two cores with other work in the tree: stay polite.
 NICE=(nice -n 10)
@@ -255,6 +260,99 @@ timed() {
   "$@"
   printf '%s\n' "$version" >"$(stamp_file "$bin")"
   BUILD_REPORT+=("$name: $(since "$t0")")
+}
+
+# go_tool BIN DIR MODULE VERSION PKG: a framework's controller, package PKG
+# of MODULE at VERSION, built into BIN (unless BIN is stamped VERSION) in a
+# throwaway module DIR (never committed) with the dependency versions of
+# MODULE's own go.mod, as "go install PKG@VERSION" would but without its
+# refusal of a module with replace directives.
+go_tool() {
+  local bin=$1 version=$4
+  if [[ -x $bin && $(cat "$(stamp_file "$bin")" 2>/dev/null) == "$version" ]]; then
+    return 0
+  fi
+  timed "$bin" "$version" build_go_tool "$@"
+  log "built: ${BUILD_REPORT[*]}"
+}
+
+build_go_tool() {
+  local bin=$1 dir=$2 module=$3 version=$4 pkg=$5
+  mkdir -p "$dir"
+  printf 'module hivesched.local/tools/%s\n\ngo 1.24\n\nrequire %s %s\n' "$(basename "$dir")" "$module" "$version" >"$dir/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$dir/tools.go"
+  (
+    cd "$dir" || exit
+    quiet env GOFLAGS="-mod=mod" go mod tidy
+    "${NICE[@]}" env GOFLAGS="-mod=mod -buildvcs=false" go build -ldflags "-s -w" -o "$bin" "$pkg"
+  )
+}
+
+# framework_preflight COMPONENT WHAT PORT...: a framework's controller
+# starts only on a running local cluster of these settings, on ports no
+# other process holds (WHAT names the settings that move them).
+framework_preflight() {
+  local component=$1 what=$2 p
+  shift 2
+  https_healthy "$APISERVER_PORT" /readyz >/dev/null 2>&1 ||
+    die "the local cluster is not up on port $APISERVER_PORT: run make up first"
+  if [[ -s $LOCAL_CLUSTER_ENV ]] && ! cmp -s <(cluster_env) "$LOCAL_CLUSTER_ENV"; then
+    die "the local cluster runs with the settings in $LOCAL_CLUSTER_ENV, not these: use the same HIVESCHED_* settings"
+  fi
+  for p in "$@"; do
+    if ! component_pid "$component" >/dev/null && port_open "$p"; then
+      die "127.0.0.1:$p is in use by a process this script did not start; $component cannot start ($what, hack/local-env.sh)"
+    fi
+  done
+}
+
+# apply_crds FILE...: CRDs, server-side (some are too large for client-side
+# apply's last-applied annotation), and wait until they are served.
+apply_crds() {
+  local args=() f
+  for f in "$@"; do args+=(-f "$f"); done
+  "${KUBECTL:-$LOCAL_BIN/kubectl}" --kubeconfig="$LOCAL_KUBECONFIG" apply --server-side --force-conflicts "${args[@]}" >/dev/null
+  # A CRD just created has no status.conditions yet, which kubectl wait
+  # takes for an error rather than for "not yet": ask again.
+  for _ in 1 2 3 4 5; do
+    "${KUBECTL:-$LOCAL_BIN/kubectl}" --kubeconfig="$LOCAL_KUBECONFIG" wait --for=condition=Established --timeout=60s "${args[@]}" >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  "${KUBECTL:-$LOCAL_BIN/kubectl}" --kubeconfig="$LOCAL_KUBECONFIG" wait --for=condition=Established --timeout=60s "${args[@]}" >/dev/null
+}
+
+# serving_cert NAME DIR: DIR/tls.crt and DIR/tls.key, a webhook server's
+# certificate for 127.0.0.1 from the local CA (made once).
+serving_cert() {
+  local name=$1 dir=$2
+  mkdir -p "$dir"
+  [[ -s $dir/tls.crt && -s $dir/tls.key ]] && return 0
+  (
+    cd "$LOCAL_CERTS" || exit
+    umask 077
+    sign "$name" "/CN=$name" \
+      "subjectAltName=IP:127.0.0.1\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth"
+    mv -f "$name.crt" "$dir/tls.crt"
+    mv -f "$name.key" "$dir/tls.key"
+  )
+}
+
+# webhook_entry URL CA NAME PATH GROUP VERSION RESOURCE OPERATIONS [SELECTOR]:
+# one webhook of an admission webhook configuration, called by URL (the
+# local cluster has no Service network) with failure policy Fail; SELECTOR,
+# a label key, limits it to the objects that carry it.
+webhook_entry() {
+  cat <<EOT
+- name: $3
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  clientConfig: {url: "$1$4", caBundle: $2}
+  rules: [{apiGroups: ["$5"], apiVersions: [$6], operations: [$8], resources: [$7]}]
+EOT
+  if [[ -n ${9:-} ]]; then
+    printf '  objectSelector: {matchExpressions: [{key: %s, operator: Exists}]}\n' "$9"
+  fi
 }
 
 # quiet CMD...: run CMD, show its output only if it fails (openssl and

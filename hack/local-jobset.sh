@@ -51,72 +51,20 @@ fi
 
 mkdir -p "$LOCAL_BIN" "$LOCAL_LOGS" "$JOBSET_MODULE"
 
-build_controller() {
-  cat >"$JOBSET_MODULE/go.mod" <<EOF
-module hivesched.local/tools/jobset
-
-go 1.24
-
-require sigs.k8s.io/jobset $JOBSET_VERSION
-EOF
-  # The controller's main package is the module's root package.
-  cat >"$JOBSET_MODULE/tools.go" <<'EOF'
-//go:build tools
-
-package tools
-
-import _ "sigs.k8s.io/jobset"
-EOF
-  (
-    cd "$JOBSET_MODULE"
-    quiet env GOFLAGS="-mod=mod" go mod tidy
-    "${NICE[@]}" env GOFLAGS="-mod=mod -buildvcs=false" go build -ldflags "-s -w" -o "$JOBSET_BIN" sigs.k8s.io/jobset
-  )
-}
-
-if [[ ! -x $JOBSET_BIN || $(cat "$(stamp_file "$JOBSET_BIN")" 2>/dev/null) != "$JOBSET_VERSION" ]]; then
-  timed "$JOBSET_BIN" "$JOBSET_VERSION" build_controller
-  log "built: ${BUILD_REPORT[*]}"
-fi
+go_tool "$JOBSET_BIN" "$JOBSET_MODULE" sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset
 [[ $cmd == --build ]] && exit 0
 
-https_healthy "$APISERVER_PORT" /readyz >/dev/null 2>&1 ||
-  die "the local cluster is not up on port $APISERVER_PORT: run make up first"
-if [[ -s $LOCAL_CLUSTER_ENV ]] && ! cmp -s <(cluster_env) "$LOCAL_CLUSTER_ENV"; then
-  die "the local cluster runs with the settings in $LOCAL_CLUSTER_ENV, not these: use the same HIVESCHED_* settings"
-fi
-for p in "$JOBSET_METRICS_PORT" "$JOBSET_PROBE_PORT" "$JOBSET_WEBHOOK_PORT"; do
-  if ! component_pid jobset-controller >/dev/null && port_open "$p"; then
-    die "127.0.0.1:$p is in use by a process this script did not start; jobset-controller cannot start (HIVESCHED_JOBSET_*_PORT, hack/local-env.sh)"
-  fi
-done
+framework_preflight jobset-controller "HIVESCHED_JOBSET_*_PORT" "$JOBSET_METRICS_PORT" "$JOBSET_PROBE_PORT" "$JOBSET_WEBHOOK_PORT"
 
 moddir=$(cd "$JOBSET_MODULE" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)
 crd=$moddir/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml
 [[ -s $crd ]] || die "no JobSet CRD at $crd"
 log "installing the JobSet CRD from $moddir"
-kc apply --server-side --force-conflicts -f "$crd" >/dev/null
-# A CRD just created has no status.conditions yet, which kubectl wait
-# takes for an error rather than for "not yet": ask again.
-for _ in 1 2 3 4 5; do
-  kc wait --for=condition=Established --timeout=60s crd/jobsets.jobset.x-k8s.io >/dev/null 2>&1 && break
-  sleep 1
-done
-kc wait --for=condition=Established --timeout=60s crd/jobsets.jobset.x-k8s.io >/dev/null
+apply_crds "$crd"
 
 # The webhook server's certificate, from our CA, for 127.0.0.1.
 certs=$JOBSET_DATA/serving-certs
-mkdir -p "$certs"
-if [[ ! -s $certs/tls.crt || ! -s $certs/tls.key ]]; then
-  (
-    cd "$LOCAL_CERTS"
-    umask 077
-    sign jobset-webhook "/CN=jobset-webhook" \
-      "subjectAltName=IP:127.0.0.1\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth"
-    mv -f jobset-webhook.crt "$certs/tls.crt"
-    mv -f jobset-webhook.key "$certs/tls.key"
-  )
-fi
+serving_cert jobset-webhook "$certs"
 
 cat >"$JOBSET_DATA/config.yaml" <<EOF
 apiVersion: config.jobset.x-k8s.io/v1alpha1
@@ -140,19 +88,7 @@ EOF
 # by URL: the same paths, rules and failure policy.
 ca=$(base64 -w0 <"$LOCAL_CERTS/ca.crt")
 url=https://127.0.0.1:$JOBSET_WEBHOOK_PORT
-webhook() { # NAME PATH GROUP VERSION RESOURCE OPERATIONS [SELECTOR]
-  cat <<EOF
-- name: $1
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  clientConfig: {url: "$url$2", caBundle: $ca}
-  rules: [{apiGroups: ["$3"], apiVersions: [$4], operations: [$6], resources: [$5]}]
-EOF
-  if [[ -n ${7:-} ]]; then
-    printf '  objectSelector: {matchExpressions: [{key: %s, operator: Exists}]}\n' "$7"
-  fi
-}
+webhook() { webhook_entry "$url" "$ca" "$@"; }
 {
   printf 'apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: jobset-mutating-webhook-configuration}\nwebhooks:\n'
   webhook mjobset.kb.io /mutate-jobset-x-k8s-io-v1alpha2-jobset jobset.x-k8s.io v1alpha2 jobsets CREATE

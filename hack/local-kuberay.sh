@@ -44,46 +44,10 @@ fi
 
 mkdir -p "$LOCAL_BIN" "$LOCAL_LOGS" "$KUBERAY_MODULE"
 
-build_operator() {
-  # The operator's main package is the module's root package.
-  cat >"$KUBERAY_MODULE/go.mod" <<EOF
-module hivesched.local/tools/kuberay
-
-go 1.24
-
-require github.com/ray-project/kuberay/ray-operator $KUBERAY_VERSION
-EOF
-  cat >"$KUBERAY_MODULE/tools.go" <<'EOF'
-//go:build tools
-
-package tools
-
-import _ "github.com/ray-project/kuberay/ray-operator"
-EOF
-  (
-    cd "$KUBERAY_MODULE"
-    quiet env GOFLAGS="-mod=mod" go mod tidy
-    "${NICE[@]}" env GOFLAGS="-mod=mod -buildvcs=false" go build -ldflags "-s -w" -o "$KUBERAY_BIN" \
-      github.com/ray-project/kuberay/ray-operator
-  )
-}
-
-if [[ ! -x $KUBERAY_BIN || $(cat "$(stamp_file "$KUBERAY_BIN")" 2>/dev/null) != "$KUBERAY_VERSION" ]]; then
-  timed "$KUBERAY_BIN" "$KUBERAY_VERSION" build_operator
-  log "built: ${BUILD_REPORT[*]}"
-fi
+go_tool "$KUBERAY_BIN" "$KUBERAY_MODULE" github.com/ray-project/kuberay/ray-operator "$KUBERAY_VERSION" github.com/ray-project/kuberay/ray-operator
 [[ $cmd == --build ]] && exit 0
 
-https_healthy "$APISERVER_PORT" /readyz >/dev/null 2>&1 ||
-  die "the local cluster is not up on port $APISERVER_PORT: run make up first"
-if [[ -s $LOCAL_CLUSTER_ENV ]] && ! cmp -s <(cluster_env) "$LOCAL_CLUSTER_ENV"; then
-  die "the local cluster runs with the settings in $LOCAL_CLUSTER_ENV, not these: use the same HIVESCHED_* settings"
-fi
-for p in "$KUBERAY_METRICS_PORT" "$KUBERAY_PROBE_PORT"; do
-  if ! component_pid kuberay-operator >/dev/null && port_open "$p"; then
-    die "127.0.0.1:$p is in use by a process this script did not start; kuberay-operator cannot start (HIVESCHED_KUBERAY_*_PORT, hack/local-env.sh)"
-  fi
-done
+framework_preflight kuberay-operator "HIVESCHED_KUBERAY_*_PORT" "$KUBERAY_METRICS_PORT" "$KUBERAY_PROBE_PORT"
 
 # Its CRDs, server-side: they are too large for client-side apply's
 # last-applied annotation.
@@ -91,10 +55,7 @@ moddir=$(cd "$KUBERAY_MODULE" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' githu
 crds=("$moddir"/config/crd/bases/ray.io_*.yaml)
 [[ -s ${crds[0]} ]] || die "no CRDs in $moddir/config/crd/bases"
 log "installing ${#crds[@]} CRDs from $moddir/config/crd/bases"
-crd_args=()
-for f in "${crds[@]}"; do crd_args+=(-f "$f"); done
-kc apply --server-side --force-conflicts "${crd_args[@]}" >/dev/null
-kc wait --for=condition=Established --timeout=60s "${crd_args[@]}" >/dev/null
+apply_crds "${crds[@]}"
 
 operator_ready() { curl -fsS --max-time 2 "http://127.0.0.1:$KUBERAY_PROBE_PORT/readyz"; }
 

@@ -45,74 +45,20 @@ fi
 
 mkdir -p "$LOCAL_BIN" "$LOCAL_LOGS" "$TRAINER_MODULE"
 
-build_controller() {
-  cat >"$TRAINER_MODULE/go.mod" <<EOT
-module hivesched.local/tools/trainer
-
-go 1.24
-
-require github.com/kubeflow/trainer/v2 $TRAINER_VERSION
-EOT
-  cat >"$TRAINER_MODULE/tools.go" <<'EOT'
-//go:build tools
-
-package tools
-
-import _ "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"
-EOT
-  (
-    cd "$TRAINER_MODULE"
-    quiet env GOFLAGS="-mod=mod" go mod tidy
-    "${NICE[@]}" env GOFLAGS="-mod=mod -buildvcs=false" go build -ldflags "-s -w" -o "$TRAINER_BIN" \
-      github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
-  )
-}
-
-if [[ ! -x $TRAINER_BIN || $(cat "$(stamp_file "$TRAINER_BIN")" 2>/dev/null) != "$TRAINER_VERSION" ]]; then
-  timed "$TRAINER_BIN" "$TRAINER_VERSION" build_controller
-  log "built: ${BUILD_REPORT[*]}"
-fi
+go_tool "$TRAINER_BIN" "$TRAINER_MODULE" github.com/kubeflow/trainer/v2 "$TRAINER_VERSION" github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
 [[ $cmd == --build ]] && exit 0
 
-https_healthy "$APISERVER_PORT" /readyz >/dev/null 2>&1 ||
-  die "the local cluster is not up on port $APISERVER_PORT: run make up first"
-if [[ -s $LOCAL_CLUSTER_ENV ]] && ! cmp -s <(cluster_env) "$LOCAL_CLUSTER_ENV"; then
-  die "the local cluster runs with the settings in $LOCAL_CLUSTER_ENV, not these: use the same HIVESCHED_* settings"
-fi
 component_pid jobset-controller >/dev/null || die "JobSet's controller is not running: start it first (hack/local-jobset.sh)"
-for p in "$TRAINER_METRICS_PORT" "$TRAINER_PROBE_PORT" "$TRAINER_WEBHOOK_PORT"; do
-  if ! component_pid trainer-controller-manager >/dev/null && port_open "$p"; then
-    die "127.0.0.1:$p is in use by a process this script did not start; trainer-controller-manager cannot start (HIVESCHED_TRAINER_*_PORT, hack/local-env.sh)"
-  fi
-done
+framework_preflight trainer-controller-manager "HIVESCHED_TRAINER_*_PORT" "$TRAINER_METRICS_PORT" "$TRAINER_PROBE_PORT" "$TRAINER_WEBHOOK_PORT"
 
 moddir=$(cd "$TRAINER_MODULE" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2)
 crds=("$moddir"/manifests/base/crds/trainer.kubeflow.org_*.yaml)
 [[ -s ${crds[0]} ]] || die "no CRDs in $moddir/manifests/base/crds"
 log "installing ${#crds[@]} CRDs from $moddir/manifests/base/crds"
-crd_args=()
-for f in "${crds[@]}"; do crd_args+=(-f "$f"); done
-kc apply --server-side --force-conflicts "${crd_args[@]}" >/dev/null
-# A CRD just created has no status.conditions yet, which kubectl wait
-# takes for an error rather than for "not yet": ask again.
-for _ in 1 2 3 4 5; do
-  kc wait --for=condition=Established --timeout=60s "${crd_args[@]}" >/dev/null 2>&1 && break
-  sleep 1
-done
-kc wait --for=condition=Established --timeout=60s "${crd_args[@]}" >/dev/null
+apply_crds "${crds[@]}"
 
 certs=$TRAINER_DATA/tmp/k8s-webhook-server/serving-certs
-mkdir -p "$certs"
-if [[ ! -s $certs/tls.crt || ! -s $certs/tls.key ]]; then
-  (
-    cd "$LOCAL_CERTS"
-    umask 077
-    sign trainer-webhook "/CN=trainer-webhook" \
-      "subjectAltName=IP:127.0.0.1\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth"
-    mv -f trainer-webhook.crt "$certs/tls.crt"
-    mv -f trainer-webhook.key "$certs/tls.key"
-  )
-fi
+serving_cert trainer-webhook "$certs"
 
 cat >"$TRAINER_DATA/config.yaml" <<EOT
 apiVersion: config.trainer.kubeflow.org/v1alpha1
@@ -135,16 +81,7 @@ EOT
 
 ca=$(base64 -w0 <"$LOCAL_CERTS/ca.crt")
 url=https://127.0.0.1:$TRAINER_WEBHOOK_PORT
-webhook() { # NAME PATH RESOURCE OPERATIONS
-  cat <<EOT
-- name: $1
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  clientConfig: {url: "$url$2", caBundle: $ca}
-  rules: [{apiGroups: [trainer.kubeflow.org], apiVersions: [v1alpha1], operations: [$4], resources: [$3]}]
-EOT
-}
+webhook() { webhook_entry "$url" "$ca" "$1" "$2" trainer.kubeflow.org v1alpha1 "$3" "$4"; } # NAME PATH RESOURCE OPERATIONS
 {
   printf 'apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: defaulter.trainer.kubeflow.org}\nwebhooks:\n'
   webhook defaulter.trainjob.trainer.kubeflow.org /mutate-trainer-kubeflow-org-v1alpha1-trainjob trainjobs CREATE

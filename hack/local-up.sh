@@ -540,6 +540,9 @@ KCM_CONTROLLERS+=,root-ca-certificate-publisher-controller,podgroup-protection-c
 KCM_CONTROLLERS+=,clusterrole-aggregation-controller,resourceclaim-controller
 KCM_CONTROLLERS+=,persistentvolume-binder-controller,persistentvolumeclaim-protection-controller
 KCM_CONTROLLERS+=,persistentvolume-protection-controller,replicationcontroller-controller
+# LeaderWorkerSet (hack/local-lws.sh) runs each replica group as two
+# StatefulSets.
+KCM_CONTROLLERS+=,statefulset-controller
 
 start_controller_manager() {
   # A controller manager started by an older local-up.sh with other

@@ -52,22 +52,34 @@ type Lookups struct {
 	GangPods func(GangKey) []*v1.Pod
 }
 
-// GangKey names the pods a framework's gang object counts: those of one
-// scheduler-plugins PodGroup (label scheduling.x-k8s.io/pod-group) or one
-// Workload API pod group (spec.schedulingGroup.podGroupName) of a
-// namespace.
+// GangKey names the pods a framework's gang counts: those of one
+// scheduler-plugins PodGroup (label scheduling.x-k8s.io/pod-group), one
+// Workload API pod group (spec.schedulingGroup.podGroupName) or one
+// LeaderWorkerSet replica group of a namespace.
 type GangKey struct {
 	Namespace, Name string
-	Workload        bool // a Workload API pod group, else a PodGroup
+	Kind            GangKind
 }
 
-// GangKeyOf is the gang object a pod is counted by (ok false: none).
+// GangKind is the kind of framework gang a GangKey names.
+type GangKind uint8
+
+const (
+	PodGroupGang        GangKind = iota // a scheduler-plugins PodGroup
+	WorkloadGang                        // a Workload API pod group
+	LeaderWorkerSetGang                 // a LeaderWorkerSet replica group (Name: <set>-<index>)
+)
+
+// GangKeyOf is the gang a pod is counted by (ok false: none).
 func GangKeyOf(pod *v1.Pod) (GangKey, bool) {
 	if name := PodGroupName(pod); name != "" {
-		return GangKey{Namespace: pod.Namespace, Name: name, Workload: true}, true
+		return GangKey{Namespace: pod.Namespace, Name: name, Kind: WorkloadGang}, true
 	}
 	if name := pod.Labels[LabelPodGroup]; name != "" {
-		return GangKey{Namespace: pod.Namespace, Name: name}, true
+		return GangKey{Namespace: pod.Namespace, Name: name, Kind: PodGroupGang}, true
+	}
+	if set, index, ok := lwsGroup(pod); ok {
+		return GangKey{Namespace: pod.Namespace, Name: set + "-" + index, Kind: LeaderWorkerSetGang}, true
 	}
 	return GangKey{}, false
 }
@@ -195,6 +207,9 @@ func rephrased(err error, from, to string) error {
 // are its request.
 func (r *Resolver) resolve(pod *v1.Pod) (*Request, error, bool) {
 	if req, err, ok := r.fromWorkload(pod); ok {
+		return req, err, true
+	}
+	if req, err, ok := r.fromLeaderWorkerSet(pod); ok {
 		return req, err, true
 	}
 	if _, hived := pod.Annotations[HivedSpecAnnotation]; hived {

@@ -585,3 +585,130 @@ func TestTrainer(t *testing.T) {
 	check("tj-b", b)
 	t.Logf("TrainJob tj-b bound whole after tj-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
 }
+
+// TestLeaderWorkerSet (issue 39): manifests/samples/leaderworkerset.yaml
+// through LeaderWorkerSet v0.8.0's controller (hack/local-lws.sh) and the
+// kube-controller-manager's StatefulSet controller: each replica group (a
+// CPU leader + 3 x 8 GPU workers) is its own gang, named after its leader,
+// from the labels LWS puts on its pods. Of the two groups, which together
+// want 48 of vc-vision's 32 GPUs, one binds whole (the leader with no
+// cells, the workers in vc-vision's rack) and the other waits with none of
+// its pods bound, its leader included: one gang across replicas would bind
+// nothing. A worker taken from the bound group restarts that group whole
+// (LWS's RecreateGroupOnPodRestart and hivesched's member loss), after
+// which again one group is bound whole and the other waits whole.
+func TestLeaderWorkerSet(t *testing.T) {
+	e := setup(t)
+	operatorReady(t, e, "LeaderWorkerSet's controller", "LWS_PROBE_PORT", envFrameworks, "hack/local-lws.sh (make e2e-frameworks)")
+	racks := topCells(t, e.root)
+	const name = "lws-a"
+	sel := "leaderworkerset.sigs.k8s.io/name=" + name
+	groupSel := func(i int) string { return fmt.Sprintf("%s,leaderworkerset.sigs.k8s.io/group-index=%d", sel, i) }
+	del := func() {
+		e.kubectl(t, "delete", "leaderworkerset", "-n", "vision", "--ignore-not-found", "--wait=true", name)
+	}
+	del()
+	e.waitPods(t, "vision", sel, 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+	t.Cleanup(del)
+
+	isLeader := func(p v1.Pod) bool { return p.Labels["leaderworkerset.sigs.k8s.io/worker-index"] == "0" }
+	// placed returns the bound group's pods (checked whole, as its own
+	// gang) after checking that the other group has none of its 4 pods
+	// bound for 5 s.
+	placed := func(what string) (int, []v1.Pod) {
+		var bound []v1.Pod
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			pods := e.livePods(t, "vision", sel)
+			bound = bound[:0]
+			for _, p := range pods {
+				if p.Spec.NodeName != "" && p.Status.Phase == v1.PodRunning {
+					bound = append(bound, p)
+				}
+			}
+			if len(pods) == 8 && len(bound) == 4 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "%s: want one group of 4 bound and 8 pods, have %s", what, podStates(pods))
+			time.Sleep(300 * time.Millisecond)
+		}
+		group := bound[0].Labels["leaderworkerset.sigs.k8s.io/group-index"]
+		for _, p := range bound {
+			require.Equal(t, group, p.Labels["leaderworkerset.sigs.k8s.io/group-index"], "%s: pods of two replica groups bound: %s", what, podStates(bound))
+		}
+		checkGang(t, racks, fmt.Sprintf("LeaderWorkerSet %s group %s", name, group), bound, "hivesched", "", isLeader)
+		rec, err := placement.Decode(bound[0].Annotations[placement.Annotation])
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("vision/%s-%s", name, group), rec.Group, "the gang is named after its leader")
+		var i int
+		_, err = fmt.Sscan(group, &i)
+		require.NoError(t, err)
+		other := groupSel(1 - i)
+		until := time.Now().Add(5 * time.Second)
+		for time.Now().Before(until) {
+			waiting := e.livePods(t, "vision", other)
+			require.Len(t, waiting, 4, "%s: the other group's pods", what)
+			for _, p := range waiting {
+				require.Empty(t, p.Spec.NodeName, "%s: pod %s of the other group was bound while group %s holds vc-vision's rack: it must wait whole", what, p.Name, group)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		return i, bound
+	}
+
+	clock := startBindClock(t, e, "vision", sel)
+	created := time.Now()
+	cmdIn(t, e, sample(t, e, "leaderworkerset.yaml", "serve", name), "apply", "-f", "-")
+	first, bound := placed("after create")
+	t.Logf("LeaderWorkerSet %s: group %d (CPU leader + 3 x 8 GPUs) bound whole, the other waits whole; from its create: %v", name, first, clock.times(t, created, bound))
+
+	// A worker of the bound group is taken: the group restarts whole.
+	var worker string
+	for _, p := range bound {
+		if !isLeader(p) {
+			worker = p.Name
+			break
+		}
+	}
+	lost := map[string]bool{}
+	for _, p := range bound {
+		lost[string(p.UID)] = true
+	}
+	e.kubectl(t, "delete", "pod", "-n", "vision", "--wait=false", worker)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		left := 0
+		for _, p := range e.livePods(t, "vision", sel) {
+			if lost[string(p.UID)] {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "%d pods of the bound group outlived the loss of its worker %s", left, worker)
+		time.Sleep(300 * time.Millisecond)
+	}
+	again, _ := placed("after a worker was lost")
+	t.Logf("LeaderWorkerSet %s: after worker %s of group %d was deleted, group %d bound whole and the other waits whole", name, worker, first, again)
+
+	// startupPolicy LeaderReady: LWS makes the workers only once the
+	// leader runs, and the gang binds no leader alone. The leader waits,
+	// unbound, and is told why and what to change.
+	del()
+	e.waitPods(t, "vision", sel, 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+	ready := sample(t, e, "leaderworkerset.yaml", "serve", name)
+	require.Contains(t, ready, "startupPolicy: LeaderCreated")
+	cmdIn(t, e, strings.Replace(ready, "startupPolicy: LeaderCreated", "startupPolicy: LeaderReady", 1), "apply", "-f", "-")
+	until := time.Now().Add(8 * time.Second) // the event comes 5 s after a member is seen
+	for time.Now().Before(until) {
+		for _, p := range e.livePods(t, "vision", sel) {
+			require.Empty(t, p.Spec.NodeName, "pod %s was bound without its group's workers", p.Name)
+			require.True(t, isLeader(p), "LWS made worker %s before its leader ran", p.Name)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	requireEvent(t, e, "vision", sel, "WaitingForMembers", true)
+	evs := e.kubectl(t, "get", "events", "-n", "vision", "--field-selector", "reason=WaitingForMembers,involvedObject.name="+name+"-0", "-o", "jsonpath={.items[*].message}")
+	require.Contains(t, evs, "use startupPolicy LeaderCreated", "the leader is told what to change")
+}

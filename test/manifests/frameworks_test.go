@@ -212,3 +212,82 @@ func TestJobSetSample(t *testing.T) {
 	require.Equal(t, pg.Spec.MinMember, int32(len(pods)), "the PodGroup counts every pod of every replicated job")
 	requireGang(t, &pg, pods)
 }
+
+// lwsSample is the part of LeaderWorkerSet v0.8.0's
+// leaderworkerset.x-k8s.io/v1 LeaderWorkerSet the sample uses.
+type lwsSample struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Replicas             int32  `json:"replicas"`
+		StartupPolicy        string `json:"startupPolicy"`
+		LeaderWorkerTemplate struct {
+			Size           int32                  `json:"size"`
+			RestartPolicy  string                 `json:"restartPolicy"`
+			LeaderTemplate corev1.PodTemplateSpec `json:"leaderTemplate"`
+			WorkerTemplate corev1.PodTemplateSpec `json:"workerTemplate"`
+		} `json:"leaderWorkerTemplate"`
+	} `json:"spec"`
+}
+
+// TestLeaderWorkerSetSample: LeaderWorkerSet v0.8.0 makes each replica
+// group i a leader pod <name>-i (its leader StatefulSet's template with the
+// set's name, worker index 0 and the size annotation; the group index and
+// key added by its pod webhook) and a worker StatefulSet <name>-i of
+// size-1 pods <name>-i-<j> (the worker template with the set's name, the
+// leader's group index and key, the size and leader-name annotations).
+// Each group reads as its own gang of vc-vision shaped 3x8,1x0, named after
+// its leader.
+func TestLeaderWorkerSetSample(t *testing.T) {
+	docs := documents(t, "manifests", "samples", "leaderworkerset.yaml")
+	require.Len(t, docs, 1)
+	var lws lwsSample
+	require.NoError(t, sigsyaml.UnmarshalStrict(docs[0], &lws))
+	require.Equal(t, "leaderworkerset.x-k8s.io/v1", lws.APIVersion)
+	require.Equal(t, "LeaderWorkerSet", lws.Kind)
+	require.Equal(t, "LeaderCreated", lws.Spec.StartupPolicy, "LeaderReady deadlocks a gang")
+	require.NotContains(t, lws.Metadata.Annotations, "leaderworkerset.sigs.k8s.io/exclusive-topology", "exclusive placement deadlocks a gang")
+	tmpl := lws.Spec.LeaderWorkerTemplate
+	ns, name, size := lws.Metadata.Namespace, lws.Metadata.Name, tmpl.Size
+	var all []*corev1.Pod
+	groups := map[string][]*corev1.Pod{}
+	leaders := podsOf(tmpl.LeaderTemplate, ns, name, lws.Spec.Replicas) // the leader StatefulSet's pods <name>-i
+	for i := int32(0); i < lws.Spec.Replicas; i++ {
+		group := fmt.Sprintf("%s-%d", name, i)
+		key := fmt.Sprintf("sha1-of-%s/%s", ns, group)
+		leader := leaders[i]
+		for k, v := range map[string]string{podrequest.LabelLWSName: name, "leaderworkerset.sigs.k8s.io/worker-index": "0",
+			podrequest.LabelLWSGroupIndex: fmt.Sprint(i), "leaderworkerset.sigs.k8s.io/group-key": key} {
+			leader.Labels[k] = v
+		}
+		leader.Annotations = map[string]string{podrequest.AnnotationLWSSize: fmt.Sprint(size)}
+		pods := []*corev1.Pod{leader}
+		for _, w := range podsOf(tmpl.WorkerTemplate, ns, group, size)[1:] { // ordinals start at 1
+			for k, v := range map[string]string{podrequest.LabelLWSName: name, podrequest.LabelLWSGroupIndex: fmt.Sprint(i),
+				"leaderworkerset.sigs.k8s.io/group-key": key, "leaderworkerset.sigs.k8s.io/worker-index": w.Name[len(group)+1:]} {
+				w.Labels[k] = v
+			}
+			w.Annotations = map[string]string{podrequest.AnnotationLWSSize: fmt.Sprint(size), "leaderworkerset.sigs.k8s.io/leader-name": leader.Name}
+			pods = append(pods, w)
+		}
+		for _, p := range pods {
+			require.Equal(t, "hivesched", p.Spec.SchedulerName, "%s: the template names hivesched", p.Name)
+		}
+		groups[group] = pods
+		all = append(all, pods...)
+	}
+	resolver := podrequest.NewResolver("nvidia.com/gpu", podrequest.Lookups{GangPods: func(k podrequest.GangKey) []*corev1.Pod {
+		return groups[k.Name]
+	}})
+	for group, pods := range groups {
+		for _, p := range pods {
+			req, err := resolver.Read(p)
+			require.NoError(t, err, p.Name)
+			require.Equal(t, ns+"/"+group, req.Group.Name, "%s: its replica group's gang", p.Name)
+			require.Equal(t, "vc-vision", req.Group.VirtualCluster)
+			require.Equal(t, "3x8,1x0", podrequest.Shape(req), "%s: three 8-GPU workers and a leader without GPUs", p.Name)
+		}
+	}
+	require.Len(t, all, int(lws.Spec.Replicas*size))
+}
