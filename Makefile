@@ -49,8 +49,9 @@ conformance-full:
 
 ## e2e-frameworks: the framework tests whose controllers are slow to build (issue 39; 3-5 min each the
 ## first time), on the local cluster (brought up if it is not): JobSet v0.12.0's controller
-## (hack/local-jobset.sh), Kubeflow Trainer v2.3.0's (hack/local-trainer.sh) and LeaderWorkerSet v0.8.0's
-## (hack/local-lws.sh), TestJobSet, TestTrainer and TestLeaderWorkerSet, then KubeRay v1.5.0's operator (hack/local-kuberay.sh, scheduler-plugins mode) and TestKubeRay, with the
+## (hack/local-jobset.sh), Kubeflow Trainer v2.3.0's (hack/local-trainer.sh), LeaderWorkerSet v0.8.0's
+## (hack/local-lws.sh) and Kueue v0.17.0's (hack/local-kueue.sh), TestJobSet, TestTrainer, TestLeaderWorkerSet
+## and TestKueue, then KubeRay v1.5.0's operator (hack/local-kuberay.sh, scheduler-plugins mode) and TestKubeRay, with the
 ## hivesched profile renamed to scheduler-plugins-scheduler (the name KubeRay writes into every pod;
 ## HIVESCHED_SCHEDULER_NAME) while it runs, and named hivesched again after
 .PHONY: e2e-frameworks
@@ -59,8 +60,9 @@ e2e-frameworks:
 	bash hack/local-jobset.sh
 	bash hack/local-trainer.sh
 	bash hack/local-lws.sh
+	bash hack/local-kueue.sh
 	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
-		$(GO) test -count=1 -v -timeout 10m -run '^(TestJobSet|TestTrainer|TestLeaderWorkerSet)$$' ./test/e2e/
+		$(GO) test -count=1 -v -timeout 10m -run '^(TestJobSet|TestTrainer|TestLeaderWorkerSet|TestKueue)$$' ./test/e2e/
 	bash hack/local-kuberay.sh --build
 	HIVESCHED_SCHEDULER_NAME=scheduler-plugins-scheduler bash hack/local-up.sh; \
 		bash hack/local-kuberay.sh && \

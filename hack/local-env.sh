@@ -90,6 +90,11 @@ port TRAINER_WEBHOOK_PORT 10280
 port LWS_METRICS_PORT 10281
 port LWS_PROBE_PORT 10282
 port LWS_WEBHOOK_PORT 10283
+# Kueue's controller (hack/local-kueue.sh): metrics, health probes and its
+# webhook server (called by the API server on 127.0.0.1).
+port KUEUE_METRICS_PORT 10284
+port KUEUE_PROBE_PORT 10285
+port KUEUE_WEBHOOK_PORT 10286
 unset -f port
 APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
 
@@ -130,7 +135,7 @@ cluster_env() {
 # trainer-controller-manager only after hack/local-kuberay.sh,
 # hack/local-jobset.sh and hack/local-trainer.sh (Trainer after JobSet: it
 # makes JobSets).
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator kuberay-operator jobset-controller trainer-controller-manager lws-controller)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kwok fakedra scheduler scheduler-2 training-operator kuberay-operator jobset-controller trainer-controller-manager lws-controller kueue-controller)
 
 # Builds share two cores with other work in the tree: stay polite.
 NICE=(nice -n 10)

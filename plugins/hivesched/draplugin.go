@@ -15,6 +15,7 @@ import (
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/hivesched/hivesched/plugins/dra"
 )
@@ -180,10 +181,25 @@ func (w *HiveSchedDRA) PostFilter(ctx context.Context, state fwk.CycleState, pod
 }
 
 // PodGroupPostFilter is DynamicResources' own: it works on the states its
-// members' PreFilter (on their views) left.
+// members' PreFilter (on their views) left. When no member got as far as
+// its PreFilter (HiveSched refused the group first, in its placement
+// generation: the VC is full, the gang waits), there is nothing of
+// DynamicResources' to undo, and its
+// own PodGroupPostFilter would fail the cycle with an error ("not found",
+// its pod-group state missing) that hides the members' reason from their
+// events and sends the group into error backoff.
 func (w *HiveSchedDRA) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycleState, pg fwk.PodGroupInfo, f fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	if state != nil {
+		if _, err := state.Read(draStateKey); err != nil {
+			return nil, fwk.NewStatus(fwk.Unschedulable)
+		}
+	}
 	return w.inner.PodGroupPostFilter(ctx, state, pg, f)
 }
+
+// draStateKey is the key DynamicResources keeps its state under (its
+// name), in a pod's cycle state and in its pod group's.
+const draStateKey = fwk.StateKey(names.DynamicResources)
 
 func (w *HiveSchedDRA) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	return w.inner.Score(ctx, state, w.cachedView(state, pod), nodeInfo)

@@ -712,3 +712,93 @@ func TestLeaderWorkerSet(t *testing.T) {
 	evs := e.kubectl(t, "get", "events", "-n", "vision", "--field-selector", "reason=WaitingForMembers,involvedObject.name="+name+"-0", "-o", "jsonpath={.items[*].message}")
 	require.Contains(t, evs, "use startupPolicy LeaderCreated", "the leader is told what to change")
 }
+
+// kueueSample is manifests/samples/kueue.yaml with its Job and the Job's
+// gang renamed to name, and its pods running until deleted (kwok would
+// complete a Job's pods after 10 s, freeing the queue's quota while the
+// test still checks that the second Job waits).
+func kueueSample(t *testing.T, e *env, name string) string {
+	raw, err := os.ReadFile(filepath.Join(e.root, "manifests", "samples", "kueue.yaml"))
+	require.NoError(t, err)
+	s := string(raw)
+	for _, line := range []string{"\n  name: llm-pretrain\n", "\n        hivesched.io/affinity-group: llm-pretrain\n"} {
+		require.Equal(t, 1, strings.Count(s, line), "kueue.yaml: %q once", line)
+		s = strings.Replace(s, line, strings.TrimSuffix(line, "llm-pretrain\n")+name+"\n", 1)
+	}
+	ann := "\n      annotations:\n"
+	require.Equal(t, 1, strings.Count(s, ann), "kueue.yaml: one pod template")
+	return strings.Replace(s, ann, ann+"        pod-complete.stage.kwok.x-k8s.io/delay: 10m\n", 1)
+}
+
+// TestKueue (issue 39): Kueue v0.17.0's controller (hack/local-kueue.sh)
+// in front of hivesched with manifests/samples/kueue.yaml's mapping (a
+// ClusterQueue of vc-vision's 40 GPUs: its rack's 32 and its pinned node's 8): a Job of 4 x 8 GPUs is admitted by
+// Kueue and placed whole by hivesched in vc-vision's rack; a second one
+// is over the queue's quota and waits in Kueue, suspended, with no pods,
+// its Kueue Workload saying so; once the first is deleted Kueue admits it
+// and hivesched places it whole.
+func TestKueue(t *testing.T) {
+	e := setup(t)
+	operatorReady(t, e, "Kueue's controller", "KUEUE_PROBE_PORT", envFrameworks, "hack/local-kueue.sh (make e2e-frameworks)")
+	racks := topCells(t, e.root)
+	sel := func(name string) string { return "batch.kubernetes.io/job-name=" + name }
+	del := func(names ...string) {
+		e.kubectl(t, append([]string{"delete", "job", "-n", "vision", "--ignore-not-found", "--wait=true", "--cascade=foreground"}, names...)...)
+	}
+	del("kq-a", "kq-b")
+	for _, n := range []string{"kq-a", "kq-b"} {
+		e.waitPods(t, "vision", sel(n), 0, 60*time.Second, "left", func(v1.Pod) bool { return true })
+	}
+	t.Cleanup(func() {
+		del("kq-a", "kq-b")
+		e.kubectl(t, "delete", "-n", "vision", "--ignore-not-found", "localqueues.kueue.x-k8s.io/vc-vision")
+		e.kubectl(t, "delete", "--ignore-not-found", "clusterqueues.kueue.x-k8s.io/vc-vision", "resourceflavors.kueue.x-k8s.io/hivesched-gpu")
+	})
+	suspended := func(name string) string {
+		return e.kubectl(t, "get", "job", "-n", "vision", name, "-o", "jsonpath={.spec.suspend}")
+	}
+	check := func(name string, got []v1.Pod) {
+		require.Empty(t, gangMembers(t, got, "vc-vision", 8), "%s: every pod with its 8 GPUs", name)
+		rack, nodes := "", map[string]bool{}
+		for _, p := range got {
+			nodes[p.Spec.NodeName] = true
+			if rack == "" {
+				rack = racks[p.Spec.NodeName]
+			}
+			require.Equal(t, rack, racks[p.Spec.NodeName], "Job %s spans racks: pod %s on %s", name, p.Name, p.Spec.NodeName)
+		}
+		require.Len(t, nodes, 4, "Job %s: four 8-GPU pods on four nodes", name)
+	}
+
+	clockA := startBindClock(t, e, "vision", sel("kq-a"))
+	created := time.Now()
+	cmdIn(t, e, kueueSample(t, e, "kq-a"), "apply", "-f", "-")
+	a := e.waitPods(t, "vision", sel("kq-a"), 4, 90*time.Second, "Running", running)
+	check("kq-a", a)
+	require.Equal(t, "false", suspended("kq-a"), "Kueue admitted kq-a")
+	t.Logf("Job kq-a (4 x 8 GPUs) admitted by Kueue and bound whole; from its create: %v", clockA.times(t, created, a))
+
+	// Over the queue's quota: Kueue keeps it suspended, so its pods are
+	// never made (hivesched never sees it), and its Workload says why.
+	clockB := startBindClock(t, e, "vision", sel("kq-b"))
+	cmdIn(t, e, kueueSample(t, e, "kq-b"), "apply", "-f", "-")
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		require.Equal(t, "true", suspended("kq-b"), "kq-b is over the queue's quota: Kueue must keep it suspended")
+		require.Empty(t, e.livePods(t, "vision", sel("kq-b")), "kq-b has pods though Kueue did not admit it")
+		time.Sleep(300 * time.Millisecond)
+	}
+	var why string
+	require.Eventually(t, func() bool {
+		why = e.kubectl(t, "get", "workloads.kueue.x-k8s.io", "-n", "vision", "-o",
+			`jsonpath={range .items[?(@.metadata.ownerReferences[0].name=="kq-b")]}{.status.conditions[?(@.type=="QuotaReserved")].message}{end}`)
+		return strings.Contains(why, "nvidia.com/gpu")
+	}, 30*time.Second, 500*time.Millisecond, "kq-b's Kueue Workload does not say it waits for GPU quota: %q", why)
+	t.Logf("Job kq-b waits in Kueue: %s", why)
+
+	released := time.Now()
+	del("kq-a")
+	b := e.waitPods(t, "vision", sel("kq-b"), 4, 90*time.Second, "Running", running)
+	check("kq-b", b)
+	t.Logf("Job kq-b admitted and bound whole after kq-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
+}

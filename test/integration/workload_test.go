@@ -251,6 +251,45 @@ func TestWorkloadGangs(t *testing.T) {
 	})
 }
 
+// TestWorkloadBasicGangWaitsToldWhy: with the gates of the local cluster
+// (hack/local-env.sh: placements, composites, DRA's pod-group claims), a
+// native gang whose pods are in a basic pod group (a Job's, as 1.37's Job
+// controller makes it) and that waits for its VC's cells is told why: no
+// member got as far as DynamicResources' PreFilter (HiveSchedDRA), and its
+// PodGroupPostFilter must not fail the pod group's cycle for the state it
+// never wrote (its error "not found" replaced the reason in every member's
+// event, and sent the group into error backoff).
+func TestWorkloadBasicGangWaitsToldWhy(t *testing.T) {
+	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+		features.GenericWorkload:                 true,
+		features.TopologyAwareWorkloadScheduling: true,
+		features.CompositePodGroup:               true,
+		features.DRAWorkloadResourceClaims:       true,
+	})
+	c := startCluster(t, "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true")
+	c.createNodes(t, "bw", 1, 4, 0)
+	c.createNamespace(t, "bw")
+	c.createVC(t, "bw-vc", []string{"bw"}, "V100-RACK", 1)
+	c.startScheduler(t, physicalCluster("bw", 1, 4, 0))
+
+	hold := gangPods("bw", "hold", "bw-vc", 0, 4, 8)
+	c.createPods(t, hold)
+	c.waitBound(t, hold, 60*time.Second)
+	c.createPodGroup(t, "bw", "waits-basic", 0, nil)
+	pods := gangPods("bw", "waits", "bw-vc", 0, 2, 8)
+	for _, p := range pods {
+		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("waits-basic")}
+	}
+	c.createPods(t, pods)
+	c.failedScheduling(t, pods[0], `affinity group "bw/waits"`, 30*time.Second)
+	for _, e := range c.events(t, pods[0]) {
+		require.NotContains(t, e, "PodGroupPostFilter", "the cycle failed with an error instead of the gang's reason")
+	}
+	c.requireUnbound(t, pods, time.Second)
+	c.deletePods(t, hold)
+	c.waitBound(t, pods, 60*time.Second)
+}
+
 // TestWorkloadComposite (issue 23): a CompositePodGroup (v1alpha3, gates
 // CompositePodGroup and TopologyAwareWorkloadScheduling) whose gang policy
 // needs all of its pod groups is one affinity group of several member

@@ -142,6 +142,18 @@ func TestSchedulerConfigurations(t *testing.T) {
 	}
 }
 
+// vcSpec is the cell core's view of a VirtualCluster's cells.
+func vcSpec(vc hv1.VirtualCluster) cellcore.VirtualClusterSpec {
+	spec := cellcore.VirtualClusterSpec{Name: vc.Name}
+	for _, c := range vc.Spec.VirtualCells {
+		spec.VirtualCells = append(spec.VirtualCells, cellcore.VirtualCellSpec{CellType: c.CellType, CellNumber: c.CellNumber})
+	}
+	for _, c := range vc.Spec.PinnedCells {
+		spec.PinnedCells = append(spec.PinnedCells, cellcore.PinnedCellSpec{PinnedCellID: c.PinnedCellID})
+	}
+	return spec
+}
+
 func TestSampleVirtualClustersFit(t *testing.T) {
 	k := coreFromConfig(t, filepath.Join("..", "..", "manifests", "scheduler", "config-second-scheduler.yaml"))
 	raw, err := os.ReadFile(filepath.Join("..", "..", "manifests", "samples", "virtualclusters.yaml"))
@@ -157,14 +169,7 @@ func TestSampleVirtualClustersFit(t *testing.T) {
 		require.NoError(t, err)
 		var vc hv1.VirtualCluster
 		require.NoError(t, sigsyaml.UnmarshalStrict(buf[:m], &vc))
-		spec := cellcore.VirtualClusterSpec{Name: vc.Name}
-		for _, c := range vc.Spec.VirtualCells {
-			spec.VirtualCells = append(spec.VirtualCells, cellcore.VirtualCellSpec{CellType: c.CellType, CellNumber: c.CellNumber})
-		}
-		for _, c := range vc.Spec.PinnedCells {
-			spec.PinnedCells = append(spec.PinnedCells, cellcore.PinnedCellSpec{PinnedCellID: c.PinnedCellID})
-		}
-		_, err = k.SetVirtualCluster(spec)
+		_, err = k.SetVirtualCluster(vcSpec(vc))
 		require.NoError(t, err, vc.Name)
 		n++
 	}
