@@ -293,6 +293,26 @@ build_go_tool() {
   )
 }
 
+# framework_cmd COMPONENT [ARG] [STOP_HOOK]: a framework script's command
+# in $cmd (up, the default; --build; stop), with the lock taken; stop runs
+# STOP_HOOK (a function), stops COMPONENT and exits.
+framework_cmd() {
+  cmd=${2:-up}
+  case $cmd in
+    up | --build | stop) ;;
+    *) die "usage: $0 [--build|stop]" ;;
+  esac
+  take_lock
+  if [[ $cmd == stop ]]; then
+    if [[ -n ${3:-} ]]; then "$3"; fi
+    stop_component "$1"
+    exit 0
+  fi
+}
+
+# kc ARGS...: kubectl on the local cluster.
+kc() { "${KUBECTL:-$LOCAL_BIN/kubectl}" --kubeconfig="$LOCAL_KUBECONFIG" "$@"; }
+
 # framework_preflight COMPONENT WHAT PORT...: a framework's controller
 # starts only on a running local cluster of these settings, on ports no
 # other process holds (WHAT names the settings that move them).

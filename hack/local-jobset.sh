@@ -34,20 +34,7 @@ JOBSET_BIN=$LOCAL_BIN/jobset-controller
 JOBSET_DATA=$LOCAL_DATA/jobset
 KUBECTL=${KUBECTL:-$LOCAL_BIN/kubectl}
 
-kc() { "$KUBECTL" --kubeconfig="$LOCAL_KUBECONFIG" "$@"; }
-
-cmd=${1:-up}
-case $cmd in
-  up | --build | stop) ;;
-  *) die "usage: $0 [--build|stop]" ;;
-esac
-
-take_lock
-
-if [[ $cmd == stop ]]; then
-  stop_component jobset-controller
-  exit 0
-fi
+framework_cmd jobset-controller "${1:-}"
 
 mkdir -p "$LOCAL_BIN" "$LOCAL_LOGS" "$JOBSET_MODULE"
 

@@ -27,20 +27,7 @@ KUBERAY_MODULE=$REPO_ROOT/_output/kuberay
 KUBERAY_BIN=$LOCAL_BIN/kuberay-operator
 KUBECTL=${KUBECTL:-$LOCAL_BIN/kubectl}
 
-kc() { "$KUBECTL" --kubeconfig="$LOCAL_KUBECONFIG" "$@"; }
-
-cmd=${1:-up}
-case $cmd in
-  up | --build | stop) ;;
-  *) die "usage: $0 [--build|stop]" ;;
-esac
-
-take_lock
-
-if [[ $cmd == stop ]]; then
-  stop_component kuberay-operator
-  exit 0
-fi
+framework_cmd kuberay-operator "${1:-}"
 
 mkdir -p "$LOCAL_BIN" "$LOCAL_LOGS" "$KUBERAY_MODULE"
 

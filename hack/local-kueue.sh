@@ -48,25 +48,14 @@ KUBECTL=${KUBECTL:-$LOCAL_BIN/kubectl}
 KUEUE_WEBHOOKS=(mutatingwebhookconfiguration/kueue-mutating-webhook-configuration
   validatingwebhookconfiguration/kueue-validating-webhook-configuration)
 
-kc() { "$KUBECTL" --kubeconfig="$LOCAL_KUBECONFIG" "$@"; }
-
-cmd=${1:-up}
-case $cmd in
-  up | --build | stop) ;;
-  *) die "usage: $0 [--build|stop]" ;;
-esac
-
-take_lock
-
-if [[ $cmd == stop ]]; then
-  # Its Job webhooks only see Jobs with a queue name, but those would be
-  # refused (failurePolicy Fail) with no controller to answer.
+# Its Job webhooks only see Jobs with a queue name, but those would be
+# refused (failurePolicy Fail) with no controller to answer.
+remove_webhooks() {
   if https_healthy "$APISERVER_PORT" /readyz >/dev/null 2>&1; then
     kc delete --ignore-not-found "${KUEUE_WEBHOOKS[@]}" >/dev/null
   fi
-  stop_component kueue-controller
-  exit 0
-fi
+}
+framework_cmd kueue-controller "${1:-}" remove_webhooks
 
 mkdir -p "$LOCAL_BIN" "$LOCAL_LOGS" "$KUEUE_MODULE" "$KUEUE_DATA"
 

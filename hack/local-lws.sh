@@ -35,20 +35,7 @@ LWS_BIN=$LOCAL_BIN/lws-controller
 LWS_DATA=$LOCAL_DATA/lws
 KUBECTL=${KUBECTL:-$LOCAL_BIN/kubectl}
 
-kc() { "$KUBECTL" --kubeconfig="$LOCAL_KUBECONFIG" "$@"; }
-
-cmd=${1:-up}
-case $cmd in
-  up | --build | stop) ;;
-  *) die "usage: $0 [--build|stop]" ;;
-esac
-
-take_lock
-
-if [[ $cmd == stop ]]; then
-  stop_component lws-controller
-  exit 0
-fi
+framework_cmd lws-controller "${1:-}"
 
 mkdir -p "$LOCAL_BIN" "$LOCAL_LOGS" "$LWS_MODULE" "$LWS_DATA"
 

@@ -28,20 +28,7 @@ TRAINER_BIN=$LOCAL_BIN/trainer-controller-manager
 TRAINER_DATA=$LOCAL_DATA/trainer
 KUBECTL=${KUBECTL:-$LOCAL_BIN/kubectl}
 
-kc() { "$KUBECTL" --kubeconfig="$LOCAL_KUBECONFIG" "$@"; }
-
-cmd=${1:-up}
-case $cmd in
-  up | --build | stop) ;;
-  *) die "usage: $0 [--build|stop]" ;;
-esac
-
-take_lock
-
-if [[ $cmd == stop ]]; then
-  stop_component trainer-controller-manager
-  exit 0
-fi
+framework_cmd trainer-controller-manager "${1:-}"
 
 mkdir -p "$LOCAL_BIN" "$LOCAL_LOGS" "$TRAINER_MODULE"
 
