@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // onNode pins a pod to a node by name (a node selector on metadata.name).
@@ -91,6 +93,46 @@ func TestGangMembersWithoutGPUs(t *testing.T) {
 		c.deletePods(t, pods)
 		c.waitGone(t, pods, 30*time.Second)
 		c.usedIs(t, ns+"-vc", 0)
+	})
+
+	t.Run("a LeaderWorkerSet's shape: a gang per replica group, each a CPU leader and an 8-GPU worker", func(t *testing.T) {
+		// As LWS v0.8.0 makes them: the leader StatefulSet's pod lws-<i>
+		// first, then its worker StatefulSet's pod lws-<i>-1 (LeaderCreated).
+		lwsPod := func(group, worker int, gpus int64) *v1.Pod {
+			p := gangPods(ns, "unused", ns+"-vc", 0, 1, gpus)[0]
+			p.Name = fmt.Sprintf("lws-%d", group)
+			if worker > 0 {
+				p.Name = fmt.Sprintf("lws-%d-%d", group, worker)
+			}
+			p.Labels = map[string]string{hivesched.LabelVirtualCluster: ns + "-vc", podrequest.LabelLWSName: "lws",
+				podrequest.LabelLWSGroupIndex: fmt.Sprint(group), "leaderworkerset.sigs.k8s.io/worker-index": fmt.Sprint(worker)}
+			p.Annotations = map[string]string{podrequest.AnnotationLWSSize: "2"}
+			return p
+		}
+		var all []*v1.Pod
+		for g := 0; g < 2; g++ {
+			leader := withoutGPUs([]*v1.Pod{lwsPod(g, 0, 8)})[0]
+			worker := lwsPod(g, 1, 8)
+			c.createPods(t, []*v1.Pod{leader})
+			c.requireUnbound(t, []*v1.Pod{leader}, time.Second) // its worker is not made yet
+			c.createPods(t, []*v1.Pod{worker})
+			c.waitBound(t, []*v1.Pod{leader, worker}, 30*time.Second)
+			for _, p := range []*v1.Pod{leader, worker} {
+				require.Contains(t, c.getPod(t, p).Annotations[hivesched.AnnotationPlacement], fmt.Sprintf(`"group":"%s/lws-%d"`, ns, g), "one gang per replica group, named after its leader")
+			}
+			all = append(all, leader, worker)
+		}
+		c.usedIs(t, ns+"-vc", 16)
+		c.deletePods(t, all)
+		c.waitGone(t, all, 30*time.Second)
+		c.usedIs(t, ns+"-vc", 0)
+
+		// A group label on the templates (every replica's) is refused.
+		bad := lwsPod(0, 1, 8)
+		bad.Labels[hivesched.LabelAffinityGroup] = "lws"
+		c.createPods(t, []*v1.Pod{bad})
+		c.waitEvent(t, bad, "that name would make one gang across replicas", 20*time.Second)
+		c.deletePods(t, []*v1.Pod{bad})
 	})
 
 	t.Run("no gang waits silently", func(t *testing.T) {
