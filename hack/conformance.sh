@@ -17,9 +17,10 @@
 # through to them. The cluster is brought down at the end unless
 # CONFORMANCE_KEEP=1.
 #
-# The e2e binary (k8s.io/kubernetes/test/e2e, about 215 MB) is built from
+# The e2e binary (test/conformance/suite_test.go: Kubernetes' e2e framework
+# and its [sig-scheduling] specs, about 140 MB) is built from
 # test/conformance's own module into _output/conformance/e2e.test and rebuilt
-# only when that module's go.mod or go.sum changes. Results: each
+# only when that module's go.mod, go.sum or suite changes. Results: each
 # profile's ginkgo JSON report under _output/conformance/<profile>/, the
 # side-by-side table in _output/conformance/results.md; the exit status is
 # the comparison's (test/conformance/compare): 1 if a spec passes on stock
@@ -58,20 +59,20 @@ check_module() {
   [[ -z $missing ]] || die "test/conformance/go.mod lacks the root go.mod's replace directives: $missing"
 }
 
-# build_e2e: go test -c of the e2e package, stamped with the hash of the
-# module files it was built from; a matching stamp skips the build (about
-# ten minutes cold on two cores, seconds warm).
+# build_e2e: go test -c of test/conformance's suite (Kubernetes' e2e
+# framework and its [sig-scheduling] specs, suite_test.go), stamped with the
+# hash of the files it was built from; a matching stamp skips the build.
 build_e2e() {
   local sum stamp=$OUT/.e2e.test.sum t0
   mkdir -p "$OUT"
-  sum=$(cat "$MOD/go.mod" "$MOD/go.sum" | sha256sum | cut -d' ' -f1)
+  sum=$(cat "$MOD/go.mod" "$MOD/go.sum" "$MOD/suite_test.go" | sha256sum | cut -d' ' -f1)
   if [[ -x $E2E && $(cat "$stamp" 2>/dev/null) == "$sum" ]]; then
     log "e2e binary up to date: $E2E"
     return 0
   fi
-  log "building the e2e binary (k8s.io/kubernetes/test/e2e) into $E2E"
+  log "building the e2e binary (test/conformance: Kubernetes' [sig-scheduling] specs) into $E2E"
   t0=$(now)
-  (cd "$MOD" && "${NICE[@]}" go test -c -o "$E2E.tmp" k8s.io/kubernetes/test/e2e)
+  (cd "$MOD" && "${NICE[@]}" go test -c -o "$E2E.tmp" .)
   mv -f "$E2E.tmp" "$E2E"
   printf '%s\n' "$sum" >"$stamp"
   log "built the e2e binary in $(($(now) - t0)) s"
