@@ -33,6 +33,21 @@ func withoutGPUs(pods []*v1.Pod) []*v1.Pod {
 	return pods
 }
 
+// lwsPod is pod <set>-<group> (worker 0, the leader) or
+// <set>-<group>-<worker> of a LeaderWorkerSet replica group of size pods in
+// VC <ns>-vc, with the labels and annotation LWS v0.8.0 puts on them.
+func lwsPod(ns, set string, group, worker, size int, gpus int64) *v1.Pod {
+	p := gangPods(ns, "unused", ns+"-vc", 0, 1, gpus)[0]
+	p.Name = fmt.Sprintf("%s-%d", set, group)
+	if worker > 0 {
+		p.Name = fmt.Sprintf("%s-%d-%d", set, group, worker)
+	}
+	p.Labels = map[string]string{hivesched.LabelVirtualCluster: ns + "-vc", podrequest.LabelLWSName: set,
+		podrequest.LabelLWSGroupIndex: fmt.Sprint(group), "leaderworkerset.sigs.k8s.io/worker-index": fmt.Sprint(worker)}
+	p.Annotations = map[string]string{podrequest.AnnotationLWSSize: fmt.Sprint(size)}
+	return p
+}
+
 // TestGangMembersWithoutGPUs (issue 39): a gang may hold members that ask
 // for no GPU (an MPI launcher, a Ray head): they count toward the gang, are
 // placed and bound with it, all or nothing, on any node the profile allows
@@ -98,17 +113,7 @@ func TestGangMembersWithoutGPUs(t *testing.T) {
 	t.Run("a LeaderWorkerSet's shape: a gang per replica group, each a CPU leader and an 8-GPU worker", func(t *testing.T) {
 		// As LWS v0.8.0 makes them: the leader StatefulSet's pod lws-<i>
 		// first, then its worker StatefulSet's pod lws-<i>-1 (LeaderCreated).
-		lwsPod := func(group, worker int, gpus int64) *v1.Pod {
-			p := gangPods(ns, "unused", ns+"-vc", 0, 1, gpus)[0]
-			p.Name = fmt.Sprintf("lws-%d", group)
-			if worker > 0 {
-				p.Name = fmt.Sprintf("lws-%d-%d", group, worker)
-			}
-			p.Labels = map[string]string{hivesched.LabelVirtualCluster: ns + "-vc", podrequest.LabelLWSName: "lws",
-				podrequest.LabelLWSGroupIndex: fmt.Sprint(group), "leaderworkerset.sigs.k8s.io/worker-index": fmt.Sprint(worker)}
-			p.Annotations = map[string]string{podrequest.AnnotationLWSSize: "2"}
-			return p
-		}
+		lwsPod := func(group, worker int, gpus int64) *v1.Pod { return lwsPod(ns, "lws", group, worker, 2, gpus) }
 		var all []*v1.Pod
 		for g := 0; g < 2; g++ {
 			leader := withoutGPUs([]*v1.Pod{lwsPod(g, 0, 8)})[0]
@@ -145,6 +150,7 @@ func TestGangMembersWithoutGPUs(t *testing.T) {
 		c.createPodGroup(t, ns, "wlwait", 3, vcLabel)
 		workload := workloadPods(ns, "wlwait", "", 1, 4)
 		workload[0].Spec.SchedulingGroup.PodGroupName = ptr.To("wlwait")
+		leader := withoutGPUs([]*v1.Pod{lwsPod(ns, "lwswait", 0, 0, 3, 0)}) // its workers never come (startupPolicy LeaderReady)
 		for _, tc := range []struct {
 			pods []*v1.Pod
 			want string
@@ -152,6 +158,7 @@ func TestGangMembersWithoutGPUs(t *testing.T) {
 			{native, "affinity group cl/native waits for its members: 1 of its 3 pods exist (members 2x8,1x0)"},
 			{podGroup, "PodGroup cl/pgwait waits for its pods: 2 of its 3 exist"},
 			{workload, "pod group cl/wlwait waits for its pods: 1 of its 3 exist"},
+			{leader, "LeaderWorkerSet cl/lwswait replica group 0 waits for its pods: 1 of its 3 exist"},
 		} {
 			c.createPods(t, tc.pods)
 			for _, p := range tc.pods {
