@@ -37,6 +37,19 @@ type Index struct {
 	gated map[types.UID]bool
 	// gangPods: the pods of each framework gang object (NoteGangPod).
 	gangPods map[podrequest.GangKey]map[types.UID]*v1.Pod
+	// refusedBy: the unbound pods whose request was refused (or read as
+	// no request) by the release keys of the objects that can change that
+	// (podrequest.ReleaseKeys), and refusedKeys each such pod's keys: an
+	// object's event re-reads the pods it concerns (Released), not every
+	// pod of its namespace.
+	refusedBy   map[string]map[types.UID]*v1.Pod
+	refusedKeys map[types.UID][]string
+	// releasedAt: the readSeq at which each key was last released, kept
+	// while reads are in flight (inflight > 0): a read that started before
+	// its key's release and ends refused may have missed the object, and
+	// is read again rather than kept (no wake-up is lost).
+	releasedAt map[string]uint64
+	inflight   int
 }
 
 type groupMembers struct {
@@ -76,7 +89,8 @@ type parsedPod struct {
 // New is an empty index of pods that request leaf cell resource resource.
 // Until SetResolver it reads pods' requests from the pods alone.
 func New(resource v1.ResourceName) *Index {
-	return &Index{resource: resource, parsed: map[types.UID]parsedPod{}, groups: map[string]*groupMembers{}, gated: map[types.UID]bool{}}
+	return &Index{resource: resource, parsed: map[types.UID]parsedPod{}, groups: map[string]*groupMembers{}, gated: map[types.UID]bool{},
+		refusedBy: map[string]map[types.UID]*v1.Pod{}, refusedKeys: map[types.UID][]string{}, releasedAt: map[string]uint64{}}
 }
 
 // SetResolver makes the index read pods' requests through r, from the
@@ -100,15 +114,38 @@ func (x *Index) Request(pod *v1.Pod) (*podrequest.Request, error) {
 		x.mu.Unlock()
 		return req, err
 	}
-	resolver := x.resolver
-	x.readSeq++
-	seq := x.readSeq
-	x.mu.Unlock()
+	for {
+		resolver := x.resolver
+		x.readSeq++
+		seq := x.readSeq
+		x.inflight++
+		x.mu.Unlock()
 
-	req, err := x.read(resolver, pod)
+		req, err := x.read(resolver, pod)
+		var keys []string
+		if err != nil || req == nil {
+			keys = podrequest.ReleaseKeys(pod)
+		}
 
-	x.mu.Lock()
-	defer x.mu.Unlock()
+		x.mu.Lock()
+		x.inflight--
+		if (err != nil || req == nil) && x.releasedSinceLocked(keys, seq) {
+			// An object that can release it came while it was read: the
+			// read may not have seen it. Read again.
+			continue
+		}
+		req, err = x.keepLocked(pod, seq, req, err, keys)
+		if x.inflight == 0 {
+			clear(x.releasedAt)
+		}
+		x.mu.Unlock()
+		return req, err
+	}
+}
+
+// keepLocked records a read that started at seq, unless a later one (or a
+// forget) came first, and indexes a refused one by its release keys.
+func (x *Index) keepLocked(pod *v1.Pod, seq uint64, req *podrequest.Request, err error, keys []string) (*podrequest.Request, error) {
 	if e, ok := x.parsed[pod.UID]; ok {
 		if e.req != nil && e.err == nil {
 			return e.req, nil // read meanwhile, and valid: it stays the pod's
@@ -124,7 +161,83 @@ func (x *Index) Request(pod *v1.Pod) (*podrequest.Request, error) {
 		rv = "" // read again next time: it waits for other objects, not for a fix of the pod
 	}
 	x.parsed[pod.UID] = parsedPod{rv: rv, gen: pod.Generation, req: req, err: err, fp: podrequest.Fingerprint(pod), seq: seq}
+	x.unindexRefusedLocked(pod.UID)
+	if (err != nil || req == nil) && pod.Spec.NodeName == "" && len(keys) > 0 {
+		x.refusedKeys[pod.UID] = keys
+		for _, k := range keys {
+			m := x.refusedBy[k]
+			if m == nil {
+				m = map[types.UID]*v1.Pod{}
+				x.refusedBy[k] = m
+			}
+			m[pod.UID] = pod
+		}
+	}
 	return req, err
+}
+
+// releasedSinceLocked: one of keys was released after the read numbered
+// seq started.
+func (x *Index) releasedSinceLocked(keys []string, seq uint64) bool {
+	for _, k := range keys {
+		if x.releasedAt[k] > seq {
+			return true
+		}
+	}
+	return false
+}
+
+func (x *Index) unindexRefusedLocked(uid types.UID) {
+	for _, k := range x.refusedKeys[uid] {
+		if m := x.refusedBy[k]; m != nil {
+			delete(m, uid)
+			if len(m) == 0 {
+				delete(x.refusedBy, k)
+			}
+		}
+	}
+	delete(x.refusedKeys, uid)
+}
+
+// Released notes that the objects keys name appeared or changed and
+// returns the pods whose refused request they may release (as last read:
+// the caller reads the pods' current versions). A read in flight that
+// ends refused on one of these keys is read again (Request), so a pod
+// refused before its object existed is always read again: by the caller
+// if its refusal was recorded before this call, by its own read if not.
+func (x *Index) Released(keys ...string) []*v1.Pod {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.readSeq++
+	var out []*v1.Pod
+	seen := map[types.UID]bool{}
+	for _, k := range keys {
+		if x.inflight > 0 {
+			x.releasedAt[k] = x.readSeq
+		}
+		for uid, pod := range x.refusedBy[k] {
+			if !seen[uid] {
+				seen[uid] = true
+				out = append(out, pod)
+			}
+		}
+	}
+	return out
+}
+
+// DropRefused forgets a deleted pod's place in the refused pods' index.
+func (x *Index) DropRefused(uid types.UID) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.unindexRefusedLocked(uid)
+}
+
+// RefusedCount is how many pods the refused pods' index holds (tests,
+// metrics).
+func (x *Index) RefusedCount() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.refusedKeys)
 }
 
 // Cached returns the pod's request as last read, without reading it (ok
@@ -204,6 +317,7 @@ func (x *Index) ForgetRefused(pod *v1.Pod) bool {
 	// the objects as they were before) must not be kept when it ends.
 	x.readSeq++
 	x.parsed[pod.UID] = parsedPod{seq: x.readSeq}
+	x.unindexRefusedLocked(pod.UID)
 	return true
 }
 
@@ -278,6 +392,7 @@ func (x *Index) untrackLocked(pod *v1.Pod) (*podrequest.Request, bool) {
 	e, ok := x.parsed[pod.UID]
 	delete(x.parsed, pod.UID)
 	delete(x.gated, pod.UID)
+	x.unindexRefusedLocked(pod.UID)
 	if !ok || e.req == nil || e.err != nil {
 		return nil, false
 	}

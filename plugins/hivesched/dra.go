@@ -17,6 +17,7 @@ import (
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/dra"
 	"github.com/hivesched/hivesched/plugins/placement"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // GPU claims (DRA; docs/dra.md). plugins/dra's State allocates a pod's GPU
@@ -94,7 +95,14 @@ func (p *HiveSched) onClaim(logger klog.Logger, obj interface{}, deleted bool) {
 		// Pods that came before their claim, or before the scheduler saw
 		// it (PreEnqueue holds them until their request can be read), are
 		// read again.
-		p.rereadRefused(logger, c.Namespace, func(pod *v1.Pod) bool { return dra.PodNamesClaim(pod, c.Name) })
+		// A claim made from a pod's template is owned by the pod.
+		keys := []string{podrequest.ReleaseKeyClaim(c.Namespace, c.Name)}
+		for _, o := range c.OwnerReferences {
+			if o.Kind == "Pod" && o.APIVersion == "v1" {
+				keys = append(keys, podrequest.ReleaseKeyPod(o.UID))
+			}
+		}
+		p.rereadReleased(logger, keys, func(pod *v1.Pod) bool { return dra.PodNamesClaim(pod, c.Name) })
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	schedv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -187,6 +186,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 	if deleted {
 		p.wl.noteMissing(pod.UID, false)
 		p.waiting.Delete(pod.UID)
+		p.groups.DropRefused(pod.UID)
 	}
 	p.recovery.Hold(func(recovered bool) { p.podChanged(logger, pod, deleted, recovered) })
 	if !deleted && p.groups.Ungate(pod) {
@@ -394,28 +394,30 @@ func (p *HiveSched) onAG(logger klog.Logger, obj interface{}, deleted, reread bo
 	p.ags.Object(ag, deleted)
 	if reread && ag.Labels[hv1.LabelManagedBy] != hv1.ManagedByHivesched {
 		// Pods that came before their explicit group are read again.
-		p.groupObjectChanged(logger, ag.Namespace, labels.SelectorFromSet(labels.Set{LabelAffinityGroup: ag.Name}))
+		p.rereadReleased(logger, []string{podrequest.ReleaseKeyAffinityGroup(ag.Namespace, ag.Name)},
+			func(pod *v1.Pod) bool { return pod.Labels[LabelAffinityGroup] == ag.Name })
 	}
 }
 
-// groupObjectChanged re-reads the requests of the unbound pods an
-// AffinityGroup (or PodGroup) describes whose request was refused before
-// (they came before the object did) and sends them back to the active
-// queue. Called by the informers' handlers.
-func (p *HiveSched) groupObjectChanged(logger klog.Logger, namespace string, selector labels.Selector) {
-	p.rereadRefused(logger, namespace, func(pod *v1.Pod) bool { return selector.Matches(labels.Set(pod.Labels)) })
-}
-
-// rereadRefused re-reads the refused requests of the namespace's unbound
-// pods that match and sends them back to the active queue, with the
-// unbound members of each gang a re-read pod completes: PreEnqueue held
-// those back ("waiting for the members"), and no other event releases
-// them (the Track that completes a gang is the one that must say so).
-func (p *HiveSched) rereadRefused(logger klog.Logger, namespace string, match func(*v1.Pod) bool) {
-	lister := p.handle.SharedInformerFactory().Core().V1().Pods().Lister()
-	pods, err := podrequest.PodsOfNamespace(lister, namespace)
-	if err != nil || len(pods) == 0 {
+// rereadReleased re-reads the refused requests of the unbound pods that
+// the objects keys name may release (podrequest.ReleaseKeys) and that
+// match, and sends them back to the active queue, with the unbound
+// members of each gang a re-read pod completes: PreEnqueue held those back
+// ("waiting for the members"), and no other event releases them (the
+// Track that completes a gang is the one that must say so). It costs the
+// pods the keys concern (the index's refused pods), not the namespace's.
+func (p *HiveSched) rereadReleased(logger klog.Logger, keys []string, match func(*v1.Pod) bool) {
+	refused := p.groups.Released(keys...)
+	if len(refused) == 0 {
 		return
+	}
+	// The index holds each pod as last read: read its current version.
+	lister := p.handle.SharedInformerFactory().Core().V1().Pods().Lister()
+	pods := make([]*v1.Pod, 0, len(refused))
+	for _, old := range refused {
+		if cur, err := lister.Pods(old.Namespace).Get(old.Name); err == nil && cur.UID == old.UID {
+			pods = append(pods, cur)
+		}
 	}
 	p.rereadPods(logger, pods, match)
 }

@@ -126,6 +126,7 @@ func TestRereadCompletingAGangReleasesItsMembers(t *testing.T) {
 	for _, pod := range gang {
 		pod.Labels[podrequest.LabelAffinityGroup] = "g"
 		pod.Annotations = map[string]string{podrequest.AnnotationGroupMembers: "2"}
+		pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpus", ResourceClaimName: ptr.To(pod.Name + "-gpus")}}
 		pod.ResourceVersion = "1"
 		require.NoError(t, h.f.Core().V1().Pods().Informer().GetIndexer().Add(pod))
 	}
@@ -139,7 +140,9 @@ func TestRereadCompletingAGangReleasesItsMembers(t *testing.T) {
 
 	// w1's claim appears.
 	seen["w1"] = true
-	p.rereadRefused(klog.Background(), "ns", func(pod *v1.Pod) bool { return pod.Name == "w1" })
+	require.Equal(t, 1, p.groups.RefusedCount(), "w1 waits in the refused pods' index")
+	p.rereadReleased(klog.Background(), []string{podrequest.ReleaseKeyClaim("ns", "w1-gpus")}, func(pod *v1.Pod) bool { return pod.Name == "w1" })
+	require.Equal(t, 0, p.groups.RefusedCount(), "w1 was read again, and its request is valid")
 	require.Equal(t, 2, p.groups.MemberCount("ns/g"))
 	require.ElementsMatch(t, []string{"ns/w0", "ns/w1"}, h.activated, "the re-read completes the gang: both members go")
 }

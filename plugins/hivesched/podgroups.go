@@ -94,7 +94,8 @@ func (p *HiveSched) runPodGroupInformer(ctx context.Context, logger klog.Logger)
 // CRD).
 func (p *HiveSched) onPodGroup(logger klog.Logger, obj interface{}, deleted, reread bool) {
 	if pg, ok := obj.(*pgv1alpha1.PodGroup); ok && reread {
-		p.groupObjectChanged(logger, pg.Namespace, labels.SelectorFromSet(labels.Set{podrequest.LabelPodGroup: pg.Name}))
+		p.rereadReleased(logger, []string{podrequest.ReleaseKeyPodGroup(pg.Namespace, pg.Name)},
+			func(pod *v1.Pod) bool { return pod.Labels[podrequest.LabelPodGroup] == pg.Name })
 	}
 }
 
@@ -176,17 +177,24 @@ func (p *HiveSched) compositeMemberRead(logger klog.Logger, pod *v1.Pod) {
 }
 
 // rereadComposite re-reads the refused requests of the unbound pods of the
-// composite's pod groups.
+// composite's pod groups (those the PodGroup informer shows).
 func (p *HiveSched) rereadComposite(logger klog.Logger, namespace, composite string) {
-	pgs := p.wl.listers.PodGroups.PodGroups(namespace)
-	p.rereadRefused(logger, namespace, func(pod *v1.Pod) bool {
-		name := podrequest.PodGroupName(pod)
-		if name == "" {
-			return false
+	pgs, err := p.wl.listers.PodGroups.PodGroups(namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	children := map[string]bool{}
+	var keys []string
+	for _, pg := range pgs {
+		if pg.Spec.ParentCompositePodGroupName != nil && *pg.Spec.ParentCompositePodGroupName == composite {
+			children[pg.Name] = true
+			keys = append(keys, podrequest.ReleaseKeyWorkloadPodGroup(namespace, pg.Name))
 		}
-		pg, err := pgs.Get(name)
-		return err == nil && pg.Spec.ParentCompositePodGroupName != nil && *pg.Spec.ParentCompositePodGroupName == composite
-	})
+	}
+	if len(keys) == 0 {
+		return
+	}
+	p.rereadReleased(logger, keys, func(pod *v1.Pod) bool { return children[podrequest.PodGroupName(pod)] })
 }
 
 // onWorkloadPodGroup re-reads the refused requests of the unbound pods that
@@ -204,7 +212,8 @@ func (p *HiveSched) onWorkloadPodGroup(logger klog.Logger, obj interface{}, dele
 		// its other pod groups, read before this one was seen, wait too.
 		p.rereadComposite(logger, pg.Namespace, *pg.Spec.ParentCompositePodGroupName)
 	default:
-		p.rereadRefused(logger, pg.Namespace, func(pod *v1.Pod) bool { return podrequest.PodGroupName(pod) == pg.Name })
+		p.rereadReleased(logger, []string{podrequest.ReleaseKeyWorkloadPodGroup(pg.Namespace, pg.Name)},
+			func(pod *v1.Pod) bool { return podrequest.PodGroupName(pod) == pg.Name })
 	}
 }
 
