@@ -102,7 +102,7 @@ func (p *HiveSched) onClaim(logger klog.Logger, obj interface{}, deleted bool) {
 				keys = append(keys, podrequest.ReleaseKeyPod(o.UID))
 			}
 		}
-		p.rereadReleased(logger, keys, func(pod *v1.Pod) bool { return dra.PodNamesClaim(pod, c.Name) })
+		p.rereadReleased(logger, "claim", keys, func(pod *v1.Pod) bool { return dra.PodNamesClaim(pod, c.Name) })
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	schedv1alpha3 "k8s.io/api/scheduling/v1alpha3"
@@ -394,7 +395,7 @@ func (p *HiveSched) onAG(logger klog.Logger, obj interface{}, deleted, reread bo
 	p.ags.Object(ag, deleted)
 	if reread && ag.Labels[hv1.LabelManagedBy] != hv1.ManagedByHivesched {
 		// Pods that came before their explicit group are read again.
-		p.rereadReleased(logger, []string{podrequest.ReleaseKeyAffinityGroup(ag.Namespace, ag.Name)},
+		p.rereadReleased(logger, "affinity_group", []string{podrequest.ReleaseKeyAffinityGroup(ag.Namespace, ag.Name)},
 			func(pod *v1.Pod) bool { return pod.Labels[LabelAffinityGroup] == ag.Name })
 	}
 }
@@ -406,7 +407,11 @@ func (p *HiveSched) onAG(logger klog.Logger, obj interface{}, deleted, reread bo
 // ("waiting for the members"), and no other event releases them (the
 // Track that completes a gang is the one that must say so). It costs the
 // pods the keys concern (the index's refused pods), not the namespace's.
-func (p *HiveSched) rereadReleased(logger klog.Logger, keys []string, match func(*v1.Pod) bool) {
+//
+// kind names the object's kind for the metric of the time it takes.
+func (p *HiveSched) rereadReleased(logger klog.Logger, kind string, keys []string, match func(*v1.Pod) bool) {
+	start := time.Now()
+	defer func() { metrics.GroupObjectReread(kind, time.Since(start)) }()
 	refused := p.groups.Released(keys...)
 	if len(refused) == 0 {
 		return

@@ -94,7 +94,7 @@ func (p *HiveSched) runPodGroupInformer(ctx context.Context, logger klog.Logger)
 // CRD).
 func (p *HiveSched) onPodGroup(logger klog.Logger, obj interface{}, deleted, reread bool) {
 	if pg, ok := obj.(*pgv1alpha1.PodGroup); ok && reread {
-		p.rereadReleased(logger, []string{podrequest.ReleaseKeyPodGroup(pg.Namespace, pg.Name)},
+		p.rereadReleased(logger, "podgroup", []string{podrequest.ReleaseKeyPodGroup(pg.Namespace, pg.Name)},
 			func(pod *v1.Pod) bool { return pod.Labels[podrequest.LabelPodGroup] == pg.Name })
 	}
 }
@@ -194,7 +194,7 @@ func (p *HiveSched) rereadComposite(logger klog.Logger, namespace, composite str
 	if len(keys) == 0 {
 		return
 	}
-	p.rereadReleased(logger, keys, func(pod *v1.Pod) bool { return children[podrequest.PodGroupName(pod)] })
+	p.rereadReleased(logger, "composite", keys, func(pod *v1.Pod) bool { return children[podrequest.PodGroupName(pod)] })
 }
 
 // onWorkloadPodGroup re-reads the refused requests of the unbound pods that
@@ -212,7 +212,7 @@ func (p *HiveSched) onWorkloadPodGroup(logger klog.Logger, obj interface{}, dele
 		// its other pod groups, read before this one was seen, wait too.
 		p.rereadComposite(logger, pg.Namespace, *pg.Spec.ParentCompositePodGroupName)
 	default:
-		p.rereadReleased(logger, []string{podrequest.ReleaseKeyWorkloadPodGroup(pg.Namespace, pg.Name)},
+		p.rereadReleased(logger, "workload_podgroup", []string{podrequest.ReleaseKeyWorkloadPodGroup(pg.Namespace, pg.Name)},
 			func(pod *v1.Pod) bool { return podrequest.PodGroupName(pod) == pg.Name })
 	}
 }

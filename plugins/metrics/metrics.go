@@ -121,6 +121,17 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"scheduler"})
 
+	rereadDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace: metricsNamespace,
+		Name:      "group_object_reread_duration_seconds",
+		Help: "Time an event of an object that describes pods' groups took to find and read again the refused pods it may " +
+			"release, by kind (affinity_group, podgroup, workload_podgroup, composite, claim): it grows with the pods the " +
+			"object concerns, not with the pods of its namespace.",
+		// 1 us to about 4 s.
+		Buckets:        metrics.ExponentialBuckets(0.000001, 4, 12),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+
 	clusterLeafCellsDesc = metrics.NewDesc(metricsNamespace+"_cluster_leaf_cells",
 		"Physical leaf cells (GPUs) by leaf cell type and state: total, free (schedulable and Free), used (by any group), "+
 			"opportunistic (used by opportunistic groups), reserved (by a preempting group), bad (bad, maintenance or retired hardware).",
@@ -156,7 +167,7 @@ func Register(scheduler string, core *cellcore.Core, recovered func() bool, done
 func registerAll() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(placementDuration, preemptedGroups, preemptedPods, recoveryDuration, recoveredGroups, healthChanges,
-			bindFailures, bindGiveUps, ownWritesRefused, foreignPods, internalErrors, bindingDuration)
+			bindFailures, bindGiveUps, ownWritesRefused, foreignPods, internalErrors, bindingDuration, rereadDuration)
 		legacyregistry.CustomMustRegister(cellCollector, gateCollector)
 	})
 }
@@ -302,6 +313,12 @@ func InternalError(operation string) { internalErrors.WithLabelValues(operation)
 // BindingCall records one binding API call of scheduler that took d.
 func BindingCall(scheduler string, d time.Duration) {
 	bindingDuration.WithLabelValues(scheduler).Observe(d.Seconds())
+}
+
+// GroupObjectReread records the time an object's event (kind) took to read
+// again the refused pods it may release.
+func GroupObjectReread(kind string, d time.Duration) {
+	rereadDuration.WithLabelValues(kind).Observe(d.Seconds())
 }
 
 // OwnWriteRefused counts one of the scheduler's own writes refused by

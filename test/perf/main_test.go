@@ -200,9 +200,20 @@ func render(dir string) (string, error) {
 		// The default profile on the PlainPods workload, with opportunistic
 		// batching (on by default in 1.37) and without: what batching is
 		// worth there, beside what the HiveSched profile gets.
+		// The burst of Workload API gangs into a crowded namespace: HiveSched
+		// (the PodGroups name its VC) and the in-tree GangScheduling.
+		"BurstContenders": []burstContender{
+			{Name: "HiveSched", Label: "hivesched", VC: true, PodGroup: "workload-podgroup-hive.yaml"},
+			{Name: "GangScheduling", Label: "gangscheduling", PodGroup: "workload-podgroup.yaml"},
+		},
 		"PlainContenders": []plainContender{{Name: "Default", Label: "default"}, {Name: "DefaultNoBatching", Label: "default-nobatching", NoBatching: true}},
 	})
 	return out, err
+}
+
+type burstContender struct {
+	Name, Label, PodGroup string
+	VC                    bool
 }
 
 type plainContender struct {
