@@ -66,20 +66,35 @@ type gangWatch struct {
 	firstBind map[string]time.Time // gang -> first member seen bound
 	lastBind  map[string]time.Time // gang -> last member seen bound
 	bound     map[string]bool      // pod -> seen bound
+	created   map[string]bool      // pod -> seen (created)
+}
+
+// boundCount and createdCount: the gang pods seen bound, and seen at all.
+func (w *gangWatch) boundCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.bound)
+}
+
+func (w *gangWatch) createdCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.created)
 }
 
 func gangKey(p *v1.Pod) string { return p.Namespace + "/" + p.Labels[gangLabel] }
 
 func (w *gangWatch) observe(obj interface{}) {
 	p, ok := obj.(*v1.Pod)
-	if !ok || p.Spec.NodeName == "" {
+	if !ok {
 		return
 	}
 	now := time.Now()
 	key := p.Namespace + "/" + p.Name
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.bound[key] {
+	w.created[key] = true
+	if p.Spec.NodeName == "" || w.bound[key] {
 		return
 	}
 	w.bound[key] = true
@@ -96,7 +111,7 @@ func (w *gangWatch) observe(obj interface{}) {
 // all. A gang-aware contender (every one but the default profile) that
 // leaves a gang partly bound fails the workload.
 func watchGangs(tCtx ktesting.TContext) error {
-	w := &gangWatch{firstBind: map[string]time.Time{}, lastBind: map[string]time.Time{}, bound: map[string]bool{}}
+	w := &gangWatch{firstBind: map[string]time.Time{}, lastBind: map[string]time.Time{}, bound: map[string]bool{}, created: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = gangLabel }))
@@ -109,11 +124,18 @@ func watchGangs(tCtx ktesting.TContext) error {
 		return err
 	}
 	factory.Start(ctx.Done())
+	tl := &timeline{}
+	tlDone := make(chan struct{})
+	go func() { defer close(tlDone); tl.run(ctx, w.createdCount, w.boundCount) }()
 	tCtx.Cleanup(func() {
 		defer factory.Shutdown() // waits for the informer's goroutines (leak check)
-		defer cancel()
+		defer func() { cancel(); <-tlDone }()
 		// This cleanup runs before scheduler_perf's own, which stops the
 		// scheduler and resets the metrics registry.
+		tCtx.Logf("timeline: %s", tl.summary())
+		if err := tl.write(tCtx.Name()); err != nil {
+			tCtx.Errorf("timeline: %v", err)
+		}
 		if err := writeBatchReport(tCtx.Name()); err != nil {
 			tCtx.Errorf("batching counters: %v", err)
 		}
