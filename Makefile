@@ -134,7 +134,8 @@ image-builder:
 ## into $(OUT)/bin (seconds)
 GGCR_VERSION ?= v0.22.1
 CRANE := $(OUT)/bin/crane-$(GGCR_VERSION)
-.PHONY: image-push-test
+.PHONY: image-push-test crane
+crane: $(CRANE)
 $(CRANE):
 	@mkdir -p $(OUT)/crane-gobin
 	GOBIN=$(CURDIR)/$(OUT)/crane-gobin $(GO) install -trimpath github.com/google/go-containerregistry/cmd/crane@$(GGCR_VERSION)

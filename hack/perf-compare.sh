@@ -12,7 +12,7 @@
 # Both sides run their own test/perf (the workloads as each commit defines
 # them): compare commits whose contenders of that name do the same work.
 # Output in _output/perf-compare: base.txt, new.txt (the benchmark lines),
-# benchstat.txt.
+# benchstat.txt; each run's data items (and timeline) in data-<side>-XXXX.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -54,11 +54,14 @@ run() { # run <side> <test/perf dir>: one pass of the workloads, benchmark lines
 		exit 1
 	}
 	grep -E '^Benchmark' "$out/$1-last.log" >>"$out/$1.txt"
-	rm -rf "$data"
+	# The data items and timelines stay, per side and round (the latency
+	# percentiles, where the pods waited: test/perf/timeline_test.go).
+	echo "$1: data items $data"
 }
 
 : >"$out/base.txt"
 : >"$out/new.txt"
+rm -rf "$out"/data-*
 for i in $(seq "$ROUNDS"); do
 	echo "round $i of $ROUNDS ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1-3 /proc/loadavg))"
 	if ((i % 2)); then
