@@ -50,6 +50,10 @@ type Index struct {
 	// is read again rather than kept (no wake-up is lost).
 	releasedAt map[string]uint64
 	inflight   int
+	// unbound: the tracked pods not bound yet (as last tracked), so that
+	// waking the waiting pods (UnboundPods) costs the waiting pods, not
+	// every tracked one.
+	unbound map[types.UID]*v1.Pod
 }
 
 type groupMembers struct {
@@ -90,7 +94,8 @@ type parsedPod struct {
 // Until SetResolver it reads pods' requests from the pods alone.
 func New(resource v1.ResourceName) *Index {
 	return &Index{resource: resource, parsed: map[types.UID]parsedPod{}, groups: map[string]*groupMembers{}, gated: map[types.UID]bool{},
-		refusedBy: map[string]map[types.UID]*v1.Pod{}, refusedKeys: map[types.UID][]string{}, releasedAt: map[string]uint64{}}
+		refusedBy: map[string]map[types.UID]*v1.Pod{}, refusedKeys: map[types.UID][]string{}, releasedAt: map[string]uint64{},
+		unbound: map[types.UID]*v1.Pod{}}
 }
 
 // SetResolver makes the index read pods' requests through r, from the
@@ -374,6 +379,11 @@ func (x *Index) trackLocked(pod *v1.Pod, req *podrequest.Request) (string, bool)
 	}
 	_, known := g.pods[pod.UID]
 	g.pods[pod.UID] = pod
+	if pod.Spec.NodeName == "" {
+		x.unbound[pod.UID] = pod
+	} else {
+		delete(x.unbound, pod.UID)
+	}
 	if pod.CreationTimestamp.Time.Before(g.created) {
 		g.created = pod.CreationTimestamp.Time
 	}
@@ -392,6 +402,7 @@ func (x *Index) untrackLocked(pod *v1.Pod) (*podrequest.Request, bool) {
 	e, ok := x.parsed[pod.UID]
 	delete(x.parsed, pod.UID)
 	delete(x.gated, pod.UID)
+	delete(x.unbound, pod.UID)
 	x.unindexRefusedLocked(pod.UID)
 	if !ok || e.req == nil || e.err != nil {
 		return nil, false
@@ -662,20 +673,18 @@ func (x *Index) ForgetRefusal(pod *v1.Pod) {
 }
 
 // UnboundPods are the tracked pods not bound yet whose request match
-// accepts, by namespace/name.
+// accepts, by namespace/name. It looks at the unbound pods only.
 func (x *Index) UnboundPods(match func(*podrequest.Request) bool) map[string]*v1.Pod {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	pods := map[string]*v1.Pod{}
-	for _, g := range x.groups {
-		for uid, pod := range g.pods {
-			e, ok := x.parsed[uid]
-			if !ok || e.req == nil || pod.Spec.NodeName != "" {
-				continue
-			}
-			if match(e.req) {
-				pods[pod.Namespace+"/"+pod.Name] = pod
-			}
+	for uid, pod := range x.unbound {
+		e, ok := x.parsed[uid]
+		if !ok || e.req == nil {
+			continue
+		}
+		if match(e.req) {
+			pods[pod.Namespace+"/"+pod.Name] = pod
 		}
 	}
 	return pods

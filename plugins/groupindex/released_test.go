@@ -160,3 +160,27 @@ func BenchmarkReleasedIn40kPods(b *testing.B) {
 		}
 	}
 }
+
+// The waiting pods woken when cells go free are the unbound tracked pods:
+// a member leaves that set when it is seen bound or goes, whichever group
+// it is in.
+func TestUnboundPodsFollowBinding(t *testing.T) {
+	x := New(gpu)
+	var pods []*v1.Pod
+	for i := 0; i < 3; i++ {
+		p := pod(map[string]string{podrequest.LabelVirtualCluster: "vc1", podrequest.LabelAffinityGroup: "g"}, map[string]string{podrequest.AnnotationGroupMembers: "3"}, 1)
+		p.Name, p.UID = fmt.Sprintf("p%d", i), types.UID(fmt.Sprintf("uid%d", i))
+		x.Track(p)
+		pods = append(pods, p)
+	}
+	all := func(*podrequest.Request) bool { return true }
+	require.Len(t, x.UnboundPods(all), 3)
+	bound := pods[0].DeepCopy()
+	bound.Spec.NodeName = "n1"
+	x.Track(bound)
+	require.Len(t, x.UnboundPods(all), 2)
+	require.NotContains(t, x.UnboundPods(all), "ns/p0")
+	x.Untrack(pods[1])
+	require.Equal(t, map[string]*v1.Pod{"ns/p2": pods[2]}, x.UnboundPods(all))
+	require.Empty(t, x.UnboundPods(func(r *podrequest.Request) bool { return r.Group.VirtualCluster == "other" }))
+}
