@@ -349,6 +349,7 @@ func (x *Index) TrackRecorded(pod *v1.Pod, req *podrequest.Request) {
 		x.untrackLocked(pod)
 	}
 	x.parsed[pod.UID] = parsedPod{rv: pod.ResourceVersion, req: req, fp: podrequest.Fingerprint(pod), pinned: true}
+	x.unindexRefusedLocked(pod.UID)
 	x.trackLocked(pod, req)
 }
 
