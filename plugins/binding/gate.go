@@ -338,7 +338,7 @@ func (g *Gate) turnDoneLocked(now time.Time, t *gateTicket) {
 		return
 	}
 	before := g.ctl.current()
-	why := g.ctl.turn(now, t, &g.est, len(g.queue) > 0)
+	why := g.ctl.turn(now, t, &g.est, len(g.queue))
 	if after := g.ctl.current(); after != before {
 		g.log.V(4).Info("bind gate limit changed", "from", before, "to", after, "reason", why,
 			"latency", g.est.smoothed(), "baseline", g.est.baseline(now), "gangSpread", t.slow-t.fast,

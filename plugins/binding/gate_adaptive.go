@@ -64,7 +64,16 @@ import "time"
 //     limit, and one flood must not cut the limit once per gang in it.
 //   - Hold: with a backlog, when the gang's spread was over budget: more
 //     depth would spread the next gangs further, less would lengthen the
-//     wait.
+//     wait. But not while the backlog grows (more gangs queued than at the
+//     last turn's end): then the limit is below what keeps up with the
+//     gangs arriving, and holding it lets every later pod wait longer, for
+//     as long as the spread stays over budget, which on a busy API server
+//     is the whole burst. The 5000-node tail of issue 48 was this: a
+//     binding stall (calls of 1.7 s) cut the limit to 10-13 by the flood
+//     rule, the calls then came back 250-400 ms and apart, every turn held,
+//     and for 15-20 s pods queued at the gate at the rate they were
+//     created (test/perf's timeline; docs/perf.md). A growing backlog grows
+//     the limit as any backlog does.
 //   - Grow: with a backlog, by the turn's size (about doubling per round
 //     trip, TCP's slow start: the wait grows by the round trip, so the
 //     limit must catch up fast). Without one, when the turn's calls were
@@ -172,6 +181,8 @@ type controller struct {
 	budget         time.Duration
 	slowStart      bool
 	lastCut        time.Time
+	// lastQueued: gangs waiting at the gate when the last turn ended.
+	lastQueued int
 }
 
 func newController(floor, ceiling int, budget time.Duration) *controller {
@@ -188,9 +199,11 @@ func newController(floor, ceiling int, budget time.Duration) *controller {
 // current is the limit in force.
 func (c *controller) current() int { return int(c.limit) }
 
-// turn learns from a gang's finished turn t (queued: gangs wait at the gate
-// now) and says why the limit moved ("" if it did not).
-func (c *controller) turn(now time.Time, t *gateTicket, est *latencyEstimate, queued bool) string {
+// turn learns from a gang's finished turn t (queuedGangs: gangs waiting at
+// the gate now) and says why the limit moved ("" if it did not).
+func (c *controller) turn(now time.Time, t *gateTicket, est *latencyEstimate, queuedGangs int) string {
+	queued, growing := queuedGangs > 0, queuedGangs > c.lastQueued
+	c.lastQueued = queuedGangs
 	lat, base := est.smoothed(), est.baseline(now)
 	wide := t.calls >= 2 && t.slow-t.fast > c.budget
 	slow := base > 0 && float64(lat) > latencyTolerance*float64(base)
@@ -213,9 +226,10 @@ func (c *controller) turn(now time.Time, t *gateTicket, est *latencyEstimate, qu
 			return "gang spread over budget"
 		}
 		return "latency over baseline"
-	case wide:
+	case wide && !(backlog && growing):
 		// Pods wait at the gate, but this gang's calls came back apart:
-		// more calls in flight would spread the next gangs further. Hold.
+		// more calls in flight would spread the next gangs further. Hold,
+		// unless the wait grows (above).
 		return ""
 	case !backlog && !t.waited && !queued:
 		return "" // the limit held nothing back: no news about a higher one

@@ -405,3 +405,28 @@ func checkDrained(t *testing.T, g *Gate) {
 		t.Errorf("gate not empty: in flight %d, queued %d, binding %d", g.inflight, len(g.queue), len(g.binding))
 	}
 }
+
+// Issue 48: a gate whose calls come back apart holds its limit while the
+// backlog drains (TestAdaptiveGateBacklog), but not while it grows: with
+// more gangs arriving than leaving, holding lets every later pod wait
+// longer for the whole burst. Here two gangs arrive per turn that ends,
+// every turn's calls return over the spread budget, and the limit grows.
+func TestAdaptiveGateGrowsWhileTheBacklogGrows(t *testing.T) {
+	g, clock := adaptiveGate(8, 64)
+	oneByOne(t, g, clock, 0, 5, func() []time.Duration { return same(8, 20*time.Millisecond) })
+	f := newFlood(t, g, clock, 4, 8)
+	start := g.Stats().Limit
+	next := 4
+	for i := 0; i < 12; i++ {
+		f.finish(f.turn(8), spread(8, 40*time.Millisecond, 60*time.Millisecond))
+		for j := 0; j < 2; j++ {
+			f.add(fmt.Sprintf("g%03d", next), 8)
+			next++
+		}
+	}
+	if got := g.Stats().Limit; got <= start {
+		t.Fatalf("limit %d, want grown above %d while the backlog grows (limits %v)", got, start, f.limits)
+	}
+	f.drain()
+	checkDrained(t, g)
+}
