@@ -2,6 +2,8 @@
 GO      ?= go
 BIN     ?= bin
 OUT     ?= _output
+# The local cluster's directory (hack/local-env.sh): HIVESCHED_LOCAL_DIR moves it.
+LOCAL_DIR := $(if $(HIVESCHED_LOCAL_DIR),$(abspath $(HIVESCHED_LOCAL_DIR)),$(CURDIR)/_output/local)
 # The binary is a kube-scheduler: Kubernetes derives its emulation version
 # from this stamp, which must therefore be the Kubernetes release it is built
 # from (go.mod); hivesched's own version is the pre-release part.
@@ -30,7 +32,7 @@ E2E_KUBEFLOW ?= 1
 e2e:
 	bash hack/local-up.sh
 	if [ "$(E2E_KUBEFLOW)" = 1 ]; then bash hack/local-kubeflow.sh; fi
-	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_KUBEFLOW=$(filter 1,$(E2E_KUBEFLOW)) \
+	HIVESCHED_E2E_KUBECONFIG=$(LOCAL_DIR)/kubeconfig HIVESCHED_E2E_KUBEFLOW=$(filter 1,$(E2E_KUBEFLOW)) \
 		$(GO) test -count=1 -v -timeout 20m ./test/e2e/...
 
 ## conformance: Kubernetes' own e2e scheduling specs ([sig-scheduling], the CI subset: all but the specs in
@@ -61,12 +63,12 @@ e2e-frameworks:
 	bash hack/local-trainer.sh
 	bash hack/local-lws.sh
 	bash hack/local-kueue.sh
-	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
+	HIVESCHED_E2E_KUBECONFIG=$(LOCAL_DIR)/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
 		$(GO) test -count=1 -v -timeout 10m -run '^(TestJobSet|TestTrainer|TestLeaderWorkerSet|TestKueue)$$' ./test/e2e/
 	bash hack/local-kuberay.sh --build
 	HIVESCHED_SCHEDULER_NAME=scheduler-plugins-scheduler bash hack/local-up.sh; \
 		bash hack/local-kuberay.sh && \
-		HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
+		HIVESCHED_E2E_KUBECONFIG=$(LOCAL_DIR)/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
 		$(GO) test -count=1 -v -timeout 10m -run '^TestKubeRay$$' ./test/e2e/; st=$$?; \
 		bash hack/local-up.sh; exit $$st
 
@@ -86,7 +88,7 @@ chaos:
 	$(GO) test -count=1 -run '^$$' ./test/chaos/
 	bash hack/local-down.sh --clean
 	HIVESCHED_REPLICAS=2 bash hack/local-up.sh
-	HIVESCHED_CHAOS_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig CHAOS_KILLS=$(CHAOS_KILLS) CHAOS_SEED=$(CHAOS_SEED) \
+	HIVESCHED_CHAOS_KUBECONFIG=$(LOCAL_DIR)/kubeconfig CHAOS_KILLS=$(CHAOS_KILLS) CHAOS_SEED=$(CHAOS_SEED) \
 		$(GO) test -count=1 -v -timeout 4h -run '^TestChaos$$' ./test/chaos/
 
 ## build: the scheduler binary, version stamped, hived-convert (HiveD's virtualClusters to VirtualClusters) and the kubectl plugin kubectl-hivesched into bin/
