@@ -40,7 +40,10 @@ e2e:
 ## profile, then on one with hivesched as the default profile (HIVESCHED_PROFILE=stock, default; the same
 ## binary), side by side; fails if a spec passes on stock only. The e2e binary is built once from
 ## test/conformance's module into $(OUT)/conformance (hack/conformance.sh, docs/conformance.md); the table
-## lands in $(OUT)/conformance/results.md. Honours HIVESCHED_PORT_OFFSET; brings the cluster down after.
+## lands in $(OUT)/conformance/results.md. The two profiles' clusters run side by side (the second in
+## _output/local-conformance-default at HIVESCHED_PORT_OFFSET+100; CONFORMANCE_PARALLEL=0: one after the
+## other), the specs in the order of CONFORMANCE_SEED (else one from the clock; results.md names it), the
+## suite waiting between specs for the previous one's pods. Honours HIVESCHED_PORT_OFFSET; brings the clusters down after.
 ## conformance-full: the same with every [sig-scheduling] spec but those of skip.txt
 .PHONY: conformance conformance-full
 conformance:
