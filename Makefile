@@ -2,6 +2,8 @@
 GO      ?= go
 BIN     ?= bin
 OUT     ?= _output
+# The local cluster's directory (hack/local-env.sh): HIVESCHED_LOCAL_DIR moves it.
+LOCAL_DIR := $(if $(HIVESCHED_LOCAL_DIR),$(abspath $(HIVESCHED_LOCAL_DIR)),$(CURDIR)/_output/local)
 # The binary is a kube-scheduler: Kubernetes derives its emulation version
 # from this stamp, which must therefore be the Kubernetes release it is built
 # from (go.mod); hivesched's own version is the pre-release part.
@@ -30,7 +32,7 @@ E2E_KUBEFLOW ?= 1
 e2e:
 	bash hack/local-up.sh
 	if [ "$(E2E_KUBEFLOW)" = 1 ]; then bash hack/local-kubeflow.sh; fi
-	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_KUBEFLOW=$(filter 1,$(E2E_KUBEFLOW)) \
+	HIVESCHED_E2E_KUBECONFIG=$(LOCAL_DIR)/kubeconfig HIVESCHED_E2E_KUBEFLOW=$(filter 1,$(E2E_KUBEFLOW)) \
 		$(GO) test -count=1 -v -timeout 20m ./test/e2e/...
 
 ## conformance: Kubernetes' own e2e scheduling specs ([sig-scheduling], the CI subset: all but the specs in
@@ -38,7 +40,10 @@ e2e:
 ## profile, then on one with hivesched as the default profile (HIVESCHED_PROFILE=stock, default; the same
 ## binary), side by side; fails if a spec passes on stock only. The e2e binary is built once from
 ## test/conformance's module into $(OUT)/conformance (hack/conformance.sh, docs/conformance.md); the table
-## lands in $(OUT)/conformance/results.md. Honours HIVESCHED_PORT_OFFSET; brings the cluster down after.
+## lands in $(OUT)/conformance/results.md. The two profiles' clusters run side by side (the second in
+## _output/local-conformance-default at HIVESCHED_PORT_OFFSET+100; CONFORMANCE_PARALLEL=0: one after the
+## other), the specs in the order of CONFORMANCE_SEED (else one from the clock; results.md names it), the
+## suite waiting between specs for the previous one's pods. Honours HIVESCHED_PORT_OFFSET; brings the clusters down after.
 ## conformance-full: the same with every [sig-scheduling] spec but those of skip.txt
 .PHONY: conformance conformance-full
 conformance:
@@ -61,12 +66,12 @@ e2e-frameworks:
 	bash hack/local-trainer.sh
 	bash hack/local-lws.sh
 	bash hack/local-kueue.sh
-	HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
+	HIVESCHED_E2E_KUBECONFIG=$(LOCAL_DIR)/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
 		$(GO) test -count=1 -v -timeout 10m -run '^(TestJobSet|TestTrainer|TestLeaderWorkerSet|TestKueue)$$' ./test/e2e/
 	bash hack/local-kuberay.sh --build
 	HIVESCHED_SCHEDULER_NAME=scheduler-plugins-scheduler bash hack/local-up.sh; \
 		bash hack/local-kuberay.sh && \
-		HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
+		HIVESCHED_E2E_KUBECONFIG=$(LOCAL_DIR)/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
 		$(GO) test -count=1 -v -timeout 10m -run '^TestKubeRay$$' ./test/e2e/; st=$$?; \
 		bash hack/local-up.sh; exit $$st
 
@@ -86,7 +91,7 @@ chaos:
 	$(GO) test -count=1 -run '^$$' ./test/chaos/
 	bash hack/local-down.sh --clean
 	HIVESCHED_REPLICAS=2 bash hack/local-up.sh
-	HIVESCHED_CHAOS_KUBECONFIG=$(CURDIR)/_output/local/kubeconfig CHAOS_KILLS=$(CHAOS_KILLS) CHAOS_SEED=$(CHAOS_SEED) \
+	HIVESCHED_CHAOS_KUBECONFIG=$(LOCAL_DIR)/kubeconfig CHAOS_KILLS=$(CHAOS_KILLS) CHAOS_SEED=$(CHAOS_SEED) \
 		$(GO) test -count=1 -v -timeout 4h -run '^TestChaos$$' ./test/chaos/
 
 ## build: the scheduler binary, version stamped, hived-convert (HiveD's virtualClusters to VirtualClusters) and the kubectl plugin kubectl-hivesched into bin/

@@ -7,5 +7,5 @@ benchstat=$PWD/_output/bin/benchstat
 if [ ! -x "$benchstat" ] || ! "${GO:-go}" version -m "$benchstat" | grep -q "$BENCHSTAT_VERSION"; then
 	echo "installing golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
 	mkdir -p "$PWD/_output/bin"
-	GOFLAGS= GOBIN=$PWD/_output/bin "${GO:-go}" install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
+	GOFLAGS="" GOBIN=$PWD/_output/bin "${GO:-go}" install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
 fi

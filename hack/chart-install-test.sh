@@ -47,9 +47,10 @@ REPO_ROOT=$PWD
 HELM=${HELM:?set HELM}
 IMAGE_BUILDER=${IMAGE_BUILDER:?set IMAGE_BUILDER}
 OFFSET=${HIVESCHED_PORT_OFFSET:-0}
-KUBECONFIG_FILE=$REPO_ROOT/_output/local/kubeconfig
-KUBECTL=$REPO_ROOT/_output/local/bin/kubectl
-CA=$REPO_ROOT/_output/local/certs/ca.crt
+LOCAL_DIR=${HIVESCHED_LOCAL_DIR:-$REPO_ROOT/_output/local}
+KUBECONFIG_FILE=$LOCAL_DIR/kubeconfig
+KUBECTL=$LOCAL_DIR/bin/kubectl
+CA=$LOCAL_DIR/certs/ca.crt
 NS=hivesched-system
 SECURE_PORT=$((10269 + OFFSET))
 INSPECT_PORT=$((10266 + OFFSET))
@@ -146,6 +147,7 @@ fi
 start_scheduler() {
   export API_HOST=$api_host API_PORT=$api_port POD_NS=$NS
   started_ns=$(date +%s%N)
+  # shellcheck disable=SC2016 # expanded by the inner bash
   unshare --mount --propagation private -- bash -c '
     set -euo pipefail
     work=$1; shift

@@ -5,9 +5,14 @@
 #
 # Everything lives in the git-ignored _output/local/ so that "make clean" or
 # "rm -rf _output/local" is a full reset and nothing leaks into the tree.
+# HIVESCHED_LOCAL_DIR puts a cluster elsewhere (a second cluster beside the
+# first, on other ports: HIVESCHED_PORT_OFFSET; hack/conformance.sh runs its
+# two profiles so); tests find it through the same variable
+# (test/util.LocalClusterEnv).
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-LOCAL_DIR=$REPO_ROOT/_output/local
+LOCAL_DIR=${HIVESCHED_LOCAL_DIR:-$REPO_ROOT/_output/local}
+[[ $LOCAL_DIR == /* ]] || LOCAL_DIR=$PWD/$LOCAL_DIR
 LOCAL_BIN=$LOCAL_DIR/bin
 LOCAL_CERTS=$LOCAL_DIR/certs
 LOCAL_LOGS=$LOCAL_DIR/logs
@@ -36,7 +41,7 @@ KWOK_VERSION=v0.8.0
 # 3379/3380, kube-apiserver 7443, ...). Everything on loopback. local-up.sh
 # records the ports of the running cluster in $LOCAL_CLUSTER_ENV; tests that
 # talk to it read them from there (test/util.LocalPort), and local-up.sh
-# refuses to mix two port sets in one _output/local.
+# refuses to mix two port sets in one _output/local (or HIVESCHED_LOCAL_DIR).
 HIVESCHED_PORT_OFFSET=${HIVESCHED_PORT_OFFSET:-0}
 [[ $HIVESCHED_PORT_OFFSET =~ ^[0-9]+$ ]] || { echo "HIVESCHED_PORT_OFFSET must be a number, not '$HIVESCHED_PORT_OFFSET'" >&2; exit 1; }
 # PORT_VARS: every port variable, in the order local-up.sh records them.

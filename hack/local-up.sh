@@ -493,6 +493,7 @@ start_apiserver() {
   # --allow-privileged=true as kubeadm's API server has it: without it any
   # pod with a privileged container is refused (Kubernetes' e2e framework
   # creates some, e.g. its GangScheduling spec's pods; make conformance).
+  # shellcheck disable=SC2054 # the commas are in flag values
   local args=(
     --allow-privileged=true
     --bind-address=127.0.0.1

@@ -177,7 +177,7 @@ func newHarness(t *testing.T, kubeconfig string, o options) *harness {
 	}
 	root := filepath.Join(wd, "..", "..")
 	h := &harness{
-		t: t, o: o, rng: rand.New(rand.NewSource(o.seed)), root: root, localDir: filepath.Join(root, "_output", "local"),
+		t: t, o: o, rng: rand.New(rand.NewSource(o.seed)), root: root, localDir: util.LocalDir(root),
 		kube: kubernetes.NewForConfigOrDie(cfg), vcs: versioned.NewForConfigOrDie(jc),
 		episodes: map[string]map[string]*episode{}, driverDeleted: map[string]bool{}, bound: map[string]bool{},
 		fired: make(chan string, 1),

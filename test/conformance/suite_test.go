@@ -51,13 +51,15 @@ func TestSchedulingSpecs(t *testing.T) {
 	klog.EnableContextualLogging(true)
 	gomega.RegisterFailHandler(framework.Fail)
 	suiteConfig, reporterConfig := framework.CreateGinkgoConfig()
+	registerBetweenSpecs()
 	ginkgo.RunSpecs(t, "Kubernetes e2e suite: [sig-scheduling]", suiteConfig, reporterConfig)
 }
 
 // Before the specs, what Kubernetes' suite checks of the cluster and
 // records for its specs: every node schedulable, the number of ready
 // schedulable nodes (specs size their pods by it), kube-system's pods
-// running and ready, and the cluster's IP family.
+// running and ready, and the cluster's IP family; and the nodes' snapshot
+// every spec is checked against (hygiene_test.go).
 var _ = ginkgo.SynchronizedBeforeSuite(func(ctx ginkgo.SpecContext) []byte {
 	c, err := framework.LoadClientset()
 	framework.ExpectNoError(err, "loading the client")
@@ -81,4 +83,7 @@ var _ = ginkgo.SynchronizedBeforeSuite(func(ctx ginkgo.SpecContext) []byte {
 		framework.TestContext.IPFamily = "ipv6"
 	}
 	framework.Logf("nodes: %d, cluster IP family: %s", framework.TestContext.CloudConfig.NumNodes, framework.TestContext.IPFamily)
+	// What every spec must find as the first did (hygiene_test.go).
+	snapshotNodes(ctx, c)
+	framework.Logf("ginkgo random seed: %d", ginkgo.GinkgoRandomSeed())
 })

@@ -76,7 +76,7 @@ func (e *env) clearSampleNamespaces(t *testing.T) {
 }
 
 func (e *env) kubectl(t *testing.T, args ...string) string {
-	bin := filepath.Join(e.root, "_output", "local", "bin", "kubectl")
+	bin := filepath.Join(util.LocalDir(e.root), "bin", "kubectl")
 	if _, err := os.Stat(bin); err != nil {
 		bin = "kubectl"
 	}
@@ -231,7 +231,7 @@ func TestLocalCluster(t *testing.T) {
 		// another scheduler is refused first by hivesched-gpu-pods.
 		forged := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forged","namespace":"vision","annotations":{"` +
 			hivesched.AnnotationPlacement + `":"{}"}},"spec":{"schedulerName":"hivesched","containers":[{"name":"c","image":"busybox"}]}}`
-		bin := filepath.Join(e.root, "_output", "local", "bin", "kubectl")
+		bin := filepath.Join(util.LocalDir(e.root), "bin", "kubectl")
 		if _, err := os.Stat(bin); err != nil {
 			bin = "kubectl"
 		}

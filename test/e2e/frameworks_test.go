@@ -305,7 +305,7 @@ const kubeRaySchedulerName = "scheduler-plugins-scheduler"
 // profileName is the schedulerName of the running local scheduler's
 // profile (hack/local-up.sh writes it, HIVESCHED_SCHEDULER_NAME).
 func profileName(t *testing.T, e *env) string {
-	raw, err := os.ReadFile(filepath.Join(e.root, "_output", "local", "scheduler-config.yaml"))
+	raw, err := os.ReadFile(filepath.Join(util.LocalDir(e.root), "scheduler-config.yaml"))
 	require.NoError(t, err)
 	m := regexp.MustCompile(`(?m)^- schedulerName: (\S+)$`).FindStringSubmatch(string(raw))
 	require.NotNil(t, m, "no profile in the local scheduler's config")

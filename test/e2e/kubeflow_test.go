@@ -57,7 +57,7 @@ spec:
 // topCells maps each node of the running scheduler's physical cluster to
 // the top-level cell holding it (a rack, or a node that is a top cell).
 func topCells(t *testing.T, root string) map[string]string {
-	cfg, err := sim.LoadCluster(filepath.Join(root, "_output", "local", "scheduler-config.yaml"))
+	cfg, err := sim.LoadCluster(filepath.Join(util.LocalDir(root), "scheduler-config.yaml"))
 	require.NoError(t, err)
 	out := map[string]string{}
 	var walk func(top string, c cellcore.PhysicalCellSpec)
@@ -154,7 +154,7 @@ func TestTrainingOperator(t *testing.T) {
 
 // cmdIn runs kubectl with stdin.
 func cmdIn(t *testing.T, e *env, stdin string, args ...string) {
-	bin := filepath.Join(e.root, "_output", "local", "bin", "kubectl")
+	bin := filepath.Join(util.LocalDir(e.root), "bin", "kubectl")
 	if _, err := os.Stat(bin); err != nil {
 		bin = "kubectl"
 	}

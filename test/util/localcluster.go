@@ -11,15 +11,25 @@ import (
 
 // The local cluster of hack/local-up.sh takes its ports (and feature gates)
 // from HIVESCHED_* environment variables (hack/local-env.sh) and records
-// those of the running cluster in _output/local/cluster.env. Tests read them
+// those of the running cluster in _output/local/cluster.env (or
+// $HIVESCHED_LOCAL_DIR/cluster.env). Tests read them
 // from there rather than hard-coding the defaults, so that they follow a
 // cluster started with, for example, HIVESCHED_PORT_OFFSET=1000.
 
+// LocalDir is the local cluster's directory for the checkout at root:
+// $HIVESCHED_LOCAL_DIR if set (hack/local-env.sh), else root/_output/local.
+func LocalDir(root string) string {
+	if d := os.Getenv("HIVESCHED_LOCAL_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(root, "_output", "local")
+}
+
 // LocalClusterEnv returns the settings of the local cluster running from
-// the checkout at root, keyed by variable name (HIVESCHED_APISERVER_PORT,
-// HIVESCHED_FEATURE_GATES, ...).
+// the checkout at root (LocalDir), keyed by variable name
+// (HIVESCHED_APISERVER_PORT, HIVESCHED_FEATURE_GATES, ...).
 func LocalClusterEnv(root string) (map[string]string, error) {
-	path := filepath.Join(root, "_output", "local", "cluster.env")
+	path := filepath.Join(LocalDir(root), "cluster.env")
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("no local cluster settings (%w): bring the cluster up with make up", err)

@@ -226,6 +226,15 @@ func Markdown(w io.Writer, profiles []string, rows []Row, seconds map[string]str
 	}
 }
 
+// Seeds is the random seed (or seeds) of ginkgo reports: the spec order.
+func Seeds(rs []types.Report) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprint(r.SuiteConfig.RandomSeed))
+	}
+	return strings.Join(out, "/")
+}
+
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 type pairs map[string]string
@@ -276,12 +285,14 @@ func main() {
 		skips = append(skips, rules...)
 	}
 	results := map[string]map[string]Result{}
+	var seeds []string
 	for _, p := range order {
 		raw, err := os.ReadFile(reports[p])
 		check(err)
 		var rs []types.Report
 		check(json.Unmarshal(raw, &rs))
 		results[p] = Specs(rs, re)
+		seeds = append(seeds, fmt.Sprintf("%s %s", p, Seeds(rs)))
 		if len(results[p]) == 0 {
 			check(fmt.Errorf("%s: no spec matches %q", reports[p], *focus))
 		}
@@ -304,6 +315,9 @@ func main() {
 		check(os.WriteFile(*failingOut, []byte(b.String()), 0o644))
 	}
 	var b strings.Builder
+	// The spec order (the framework randomizes every spec's place): what
+	// to pass as CONFORMANCE_SEED to run them in this order again.
+	fmt.Fprintf(&b, "ginkgo seed: %s\n\n", strings.Join(seeds, ", "))
 	Markdown(&b, order, rows, seconds)
 	fmt.Print(b.String())
 	if *out != "" {
