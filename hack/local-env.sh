@@ -294,7 +294,7 @@ build_go_tool() {
   (
     cd "$dir" || exit
     quiet env GOFLAGS="-mod=mod" go mod tidy
-    "${NICE[@]}" env GOFLAGS="-mod=mod -buildvcs=false${GOFLAGS:+ $GOFLAGS}" go build -ldflags "-s -w" -o "$bin" "$pkg"
+    "${NICE[@]}" env GOFLAGS="-mod=mod -buildvcs=false" go build -ldflags "-s -w" -o "$bin" "$pkg"
   )
 }
 

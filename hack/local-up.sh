@@ -115,10 +115,8 @@ kube_ldflags() {
 
 # For the throwaway tool modules below. -mod=mod: their go.sum starts empty.
 # -buildvcs=false: they sit inside our git tree, whose state says nothing
-# about etcd or kubectl. The caller's GOFLAGS come after (CI's -trimpath:
-# kube-controller-manager and kubectl then share Go's build cache with
-# kube-apiserver and the tests).
-TOOLS_GOFLAGS="-mod=mod -buildvcs=false${GOFLAGS:+ $GOFLAGS}"
+# about etcd or kubectl.
+TOOLS_GOFLAGS="-mod=mod -buildvcs=false"
 
 # etcd's go.mod has replace directives, so "go install ...@$ETCD_VERSION" is
 # refused: build it from a throwaway module that requires it instead.
