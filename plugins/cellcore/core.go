@@ -264,6 +264,15 @@ func (k *Core) Schedule(spec AffinityGroupSpec) (Decision, error) {
 }
 
 func (k *Core) schedulePending(g *AffinityGroup) (Decision, error) {
+	if g.spec.ExtraOf != "" {
+		return k.scheduleExtra(g)
+	}
+	return k.schedulePendingGroup(g)
+}
+
+// schedulePendingGroup is the search for a Pending group: placed (e0),
+// preempting (e1) or waiting.
+func (k *Core) schedulePendingGroup(g *AffinityGroup) (Decision, error) {
 	if reason := k.overLimit(g); reason != "" {
 		return Decision{Kind: Wait, Group: g.spec.Name, State: g.state, Reason: reason, OverLimit: true}, nil
 	}

@@ -93,11 +93,11 @@ func inFreePool(c *Cell) bool {
 	return r != nil && r.pool.isFree()
 }
 
-// prioCounts counts groups by priority (-1 to MaxPriority), with a bitmap
+// prioCounts counts groups by rank (-1 to maxRank), with a bitmap
 // of the priorities counted, so that the lowest is a few word scans away.
 type prioCounts struct {
-	n    [MaxPriority + 2]int32
-	bits [(MaxPriority + 2 + 63) / 64]uint64
+	n    [maxRank + 2]int32
+	bits [(maxRank + 2 + 63) / 64]uint64
 }
 
 func (c *prioCounts) add(prio, d int32) {
@@ -108,6 +108,21 @@ func (c *prioCounts) add(prio, d int32) {
 	} else {
 		c.bits[i/64] &^= 1 << (uint(i) % 64)
 	}
+}
+
+// anyIn: some group of a rank from lo to hi is counted.
+func (c *prioCounts) anyIn(lo, hi int32) bool {
+	for r := lo; r <= hi; r++ {
+		i := r + 1
+		if w := c.bits[i/64]; w == 0 {
+			r += 63 - i%64 // the rest of this word is empty too
+			continue
+		}
+		if c.n[i] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // lowest is the lowest priority counted, and false if none is.

@@ -33,7 +33,13 @@ type AffinityGroupSpec struct {
 	// the level this key names (CellTypeSpec.TopologyKey) in the chain
 	// used; chains without such a level are not used. "" is no constraint.
 	WithinTopologyKey string
-	Members           []AffinityGroupMember
+	// ExtraOf names the elastic gang this group is an extra pod of ("" for
+	// a gang): a gang's pods beyond its minimum are placed one by one once
+	// the minimum runs, each a one-pod group of its own at the gang's
+	// priority, ranked below every gang's minimum (rank), on the gang's
+	// chain and inside its WithinTopologyKey cell (docs/elastic.md).
+	ExtraOf string
+	Members []AffinityGroupMember
 }
 
 // AffinityGroupMember is PodNumber pods of LeafCellNumber leaf cells each.
@@ -45,7 +51,7 @@ type AffinityGroupMember struct {
 func (s *AffinityGroupSpec) equal(o *AffinityGroupSpec) bool {
 	if s.Name != o.Name || s.VirtualCluster != o.VirtualCluster || s.Namespace != o.Namespace || s.SpreadKey != o.SpreadKey || s.Priority != o.Priority ||
 		s.LeafCellType != o.LeafCellType || s.PinnedCellID != o.PinnedCellID || s.WithinTopologyKey != o.WithinTopologyKey ||
-		s.LazyPreemptionEnable != o.LazyPreemptionEnable || len(s.Members) != len(o.Members) {
+		s.LazyPreemptionEnable != o.LazyPreemptionEnable || s.ExtraOf != o.ExtraOf || len(s.Members) != len(o.Members) {
 		return false
 	}
 	for i := range s.Members {
@@ -93,12 +99,52 @@ func (g *AffinityGroup) State() AGState { return g.state }
 
 func (g *AffinityGroup) opportunistic() bool { return g.spec.Priority < 0 || g.downgraded }
 
-// priority is the effective priority: -1 once downgraded.
+// extraBand lifts every gang's minimum above every extra pod: a group's
+// rank (priority) is its priority plus extraBand for a guaranteed gang, its
+// priority alone for a guaranteed extra (0..MaxPriority), -1 for an
+// opportunistic group. Every comparison of the core (who may preempt whom,
+// the holders' levels, the preemption floor) reads ranks, so that a
+// guaranteed gang of the VC takes back extra pods before it preempts any
+// gang, and extra pods of a higher priority gang outrank those of a lower.
+const extraBand = MaxPriority + 1
+
+// maxRank is the highest rank.
+const maxRank = MaxPriority + extraBand
+
+// priority is the group's rank: -1 once downgraded or opportunistic, its
+// priority for an extra pod, its priority lifted by extraBand for a gang.
+// What users see is reportedPriority.
 func (g *AffinityGroup) priority() int32 {
+	if g.downgraded || g.spec.Priority < 0 {
+		return OpportunisticPriority
+	}
+	if g.spec.ExtraOf != "" {
+		return g.spec.Priority
+	}
+	return g.spec.Priority + extraBand
+}
+
+// specRank is the rank a group of spec s has (priority).
+func specRank(s *AffinityGroupSpec) int32 {
+	g := AffinityGroup{spec: *s}
+	return g.priority()
+}
+
+// reportedPriority is the priority users see: the spec's, -1 once
+// downgraded.
+func (g *AffinityGroup) reportedPriority() int32 {
 	if g.downgraded {
 		return OpportunisticPriority
 	}
 	return g.spec.Priority
+}
+
+// rankPriority is the priority a rank stands for (messages).
+func rankPriority(r int32) int32 {
+	if r >= extraBand {
+		return r - extraBand
+	}
+	return r
 }
 
 func (g *AffinityGroup) totalLeaves() int32 {
@@ -120,6 +166,9 @@ func (k *Core) validateSpec(s *AffinityGroupSpec) error {
 		return err
 	}
 	maxLeaves, total := sz.maxLeaves, sz.leaves
+	if s.ExtraOf != "" && (sz.pods != 1 || s.ExtraOf == s.Name) {
+		return fmt.Errorf("affinity group %q: an extra pod of elastic group %q is one pod, a group of its own (members %v)", s.Name, s.ExtraOf, s.Members)
+	}
 	if s.VirtualCluster == "" {
 		return fmt.Errorf("affinity group %q: virtual cluster is empty", s.Name)
 	}
@@ -232,6 +281,16 @@ func (k *Core) validateShape(s *AffinityGroupSpec) (groupSize, error) {
 // list may be the core's own (a group of any leaf type: every chain, or its
 // VC's): callers only read it.
 func (k *Core) candidateChains(s *AffinityGroupSpec, vc *vcState) []*chain {
+	if s.ExtraOf != "" {
+		// An extra pod runs on its gang's chain (the same GPU model, next
+		// to it); while its gang is not placed, the chains a gang of its
+		// spec could use.
+		if gang := k.groups[s.ExtraOf]; gang != nil {
+			if ch := gangChain(gang); ch != nil {
+				return []*chain{ch}
+			}
+		}
+	}
 	if s.PinnedCellID != "" {
 		if c := k.pinned[s.PinnedCellID]; c != nil {
 			return []*chain{c.chain}

@@ -209,7 +209,7 @@ func record(c *Cell, parent int32, vc, pinned string) CellRecord {
 	if c.isLeaf() {
 		r.State = c.state
 		if c.using != nil {
-			r.Group, r.Priority = c.using.spec.Name, c.using.priority()
+			r.Group, r.Priority = c.using.spec.Name, c.using.reportedPriority()
 		}
 		if c.reserving != nil {
 			r.Reserving = c.reserving.spec.Name
@@ -276,7 +276,7 @@ func (k *Core) ExplainAffinityGroup(name string) (GroupExplanation, bool) {
 		}
 	}
 	for h, n := range held {
-		e.Holders = append(e.Holders, GroupHolder{Group: h.spec.Name, Priority: h.priority(), LeafCells: n})
+		e.Holders = append(e.Holders, GroupHolder{Group: h.spec.Name, Priority: h.reportedPriority(), LeafCells: n})
 	}
 	sort.Slice(e.Holders, func(i, j int) bool {
 		a, b := e.Holders[i], e.Holders[j]

@@ -87,7 +87,7 @@ func (k *Core) guaranteeFits(spec AffinityGroupSpec) guaranteeVerdict {
 			}
 			continue
 		}
-		bins, unbound, backed := k.privateBins(p, spec.Priority)
+		bins, unbound, backed := k.privateBins(p, specRank(&spec))
 		if backed {
 			bins = append(bins, unbound...)
 		}
@@ -139,9 +139,9 @@ func (k *Core) keyedFits(v *guaranteeVerdict, g *AffinityGroup, p *pool, pods []
 	for key := p.roots.next(0); key >= 0; key = p.roots.next(key + 1) {
 		for _, r := range p.roots.buckets[key] {
 			if int(r.level) >= wl {
-				eachAtLevel(r, wl, func(kc *Cell) { add(kc, k.nodeBins(kc, g.spec.Priority)) })
+				eachAtLevel(r, wl, func(kc *Cell) { add(kc, k.nodeBins(kc, g.priority())) })
 			} else {
-				add(ancestorAt(r, wl), k.nodeBins(r, g.spec.Priority))
+				add(ancestorAt(r, wl), k.nodeBins(r, g.priority()))
 			}
 		}
 	}

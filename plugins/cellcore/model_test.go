@@ -31,6 +31,12 @@ var (
 	modelOutcomeHook func(m *modelRun, s AffinityGroupSpec, d Decision, err error)
 	// modelReportHook adds to the test's closing report.
 	modelReportHook func(t *testing.T)
+	// modelElasticHook may turn a new spec into an extra pod of a gang
+	// (model_elastic_test.go), after modelSpecHook.
+	modelElasticHook func(m *modelRun, s *AffinityGroupSpec)
+	// modelLivenessExempt: a waiting group the VC guarantee's oracle does
+	// not judge (an extra pod: its promise is its own, elastic.go).
+	modelLivenessExempt func(s AffinityGroupSpec) bool
 )
 
 // modelRun drives a core with random operations and checks every invariant
@@ -53,6 +59,8 @@ type modelRun struct {
 	// otherwise half the health changes break something (about half the
 	// nodes and devices unhealthy at a time).
 	mild bool
+	// promotionOff: model_elastic_test.go draws promotions but makes none.
+	promotionOff bool
 }
 
 func newModelRun(t *testing.T, seed int64) *modelRun {
@@ -175,7 +183,7 @@ func (m *modelRun) requeueWaiting(step int) {
 	var list []waiting
 	for _, n := range m.groupNames() {
 		s := m.groups[n]
-		if s.Priority < 0 {
+		if s.Priority < 0 || modelLivenessExempt != nil && modelLivenessExempt(s) {
 			continue
 		}
 		if st, ok := m.k.AffinityGroupState(n); ok && st == AGPending {
@@ -251,6 +259,9 @@ func (m *modelRun) randomSpec() AffinityGroupSpec {
 	if modelSpecHook != nil {
 		modelSpecHook(m, &s)
 	}
+	if modelElasticHook != nil {
+		modelElasticHook(m, &s)
+	}
 	return s
 }
 
@@ -281,7 +292,7 @@ func (m *modelRun) onDecision(s AffinityGroupSpec, d Decision) {
 		modelOutcomeHook(m, s, d, nil)
 	}
 	m.stats[d.Kind.String()]++
-	if d.Kind == Wait && d.State == AGPending && s.Priority >= 0 {
+	if d.Kind == Wait && d.State == AGPending && s.Priority >= 0 && (modelLivenessExempt == nil || !modelLivenessExempt(s)) {
 		// The guarantee: a group that fits its VC's cells never waits.
 		v := m.k.guaranteeFits(s)
 		m.stats["liveness-wait-checked"]++

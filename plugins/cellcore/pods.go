@@ -64,38 +64,10 @@ func (k *Core) AssignPod(group, podKey string, leafCellNumber int32) (PodPlaceme
 // Allocated). A guaranteed group looks in its VC's bound cells of the chain it
 // runs in; an opportunistic one in unbound cells first, then anywhere.
 func (k *Core) fillSlot(g *AffinityGroup, slot int) bool {
-	var ch *chain
-	for _, pod := range g.placement {
-		if len(pod) > 0 {
-			ch = pod[0].chain
-			break
-		}
-	}
-	if ch == nil {
+	if !k.searchSlotNear(g, slot, g) {
 		return false
 	}
 	s := &k.srch
-	s.reset(g)
-	s.preempt = false
-	s.order = append(s.order[:0], slot)
-	need := g.slots[slot].leafCellNumber
-	found := false
-	if g.spec.WithinTopologyKey != "" {
-		found = k.fillSlotWithin(g, slot, ch)
-	} else if g.opportunistic() {
-		for _, r := range []*bucketSet{ch.freePool.roots, ch.topIndex} {
-			s.newAttempt()
-			if s.spanPodIn(r, need, slot) {
-				found = true
-				break
-			}
-		}
-	} else if p := k.poolFor(g, ch); p != nil {
-		found = s.span(p) // binds more of the VC's virtual cells if needed
-	}
-	if !found {
-		return false
-	}
 	leaves := append([]*Cell(nil), s.result[slot]...)
 	for _, c := range leaves {
 		k.setLeaf(c, Celle0, g, nil)
@@ -104,6 +76,40 @@ func (k *Core) fillSlot(g *AffinityGroup, slot int) bool {
 	g.placement[slot] = leaves
 	k.traceEvent(g, AGx3)
 	return true
+}
+
+// searchSlotNear finds Free leaves for g's slot next to group near (g
+// itself for a late member, the gang for an extra pod): in near's chain,
+// inside its keyed cell if g has a WithinTopologyKey; a guaranteed g in
+// its VC's cells (binding more virtual cells if needed), an opportunistic
+// one in unbound cells first, then anywhere. The leaves are in
+// k.srch.result[slot]; the cells the search bound in k.srch.bound.
+func (k *Core) searchSlotNear(g *AffinityGroup, slot int, near *AffinityGroup) bool {
+	ch := gangChain(near)
+	if ch == nil {
+		return false
+	}
+	s := &k.srch
+	s.reset(g)
+	s.preempt = false
+	s.order = append(s.order[:0], slot)
+	need := g.slots[slot].leafCellNumber
+	if g.spec.WithinTopologyKey != "" {
+		return k.fillSlotWithin(g, slot, ch, near)
+	}
+	if g.opportunistic() {
+		for _, r := range []*bucketSet{ch.freePool.roots, ch.topIndex} {
+			s.newAttempt()
+			if s.spanPodIn(r, need, slot) {
+				return true
+			}
+		}
+		return false
+	}
+	if p := k.poolFor(g, ch); p != nil {
+		return s.span(p) // binds more of the VC's virtual cells if needed
+	}
+	return false
 }
 
 // PodDeletion reports what deleting a pod did.

@@ -9,7 +9,28 @@ import (
 // early once a plan reaches preemptFloor, the least cost any plan can have:
 // no later plan could replace it (consider keeps the first of equal costs),
 // so the result is the full scan's.
+//
+// A gang takes extra pods back before it preempts any gang (elastic.go):
+// while extra pods run, it first looks for a plan whose victims are extra
+// pods and opportunistic groups only (the search's rank bound lowered to
+// extraBand), and only without one for any plan.
 func (k *Core) placeWithPreemption(g *AffinityGroup) bestPlan {
+	s := &k.srch
+	if g.priority() > extraBand && (k.running.anyIn(0, extraBand-1) || k.preempting.anyIn(0, extraBand-1)) {
+		prio := s.prio
+		s.prio = extraBand
+		best := k.placeWithPreemptionBelow(g)
+		s.prio = prio
+		if best.found {
+			return best
+		}
+	}
+	return k.placeWithPreemptionBelow(g)
+}
+
+// placeWithPreemptionBelow is placeWithPreemption taking victims of a rank
+// below the search's (s.prio).
+func (k *Core) placeWithPreemptionBelow(g *AffinityGroup) bestPlan {
 	s := &k.srch
 	s.preempt, s.maxCost = true, 2
 	defer func() { s.preempt = false }()

@@ -240,7 +240,7 @@ func (k *Core) AffinityGroupStatus(name string) (AffinityGroupStatus, bool) {
 }
 
 func (k *Core) groupStatus(g *AffinityGroup) AffinityGroupStatus {
-	st := AffinityGroupStatus{Name: g.spec.Name, VirtualCluster: g.spec.VirtualCluster, State: g.state, Priority: g.priority(), Downgraded: g.downgraded}
+	st := AffinityGroupStatus{Name: g.spec.Name, VirtualCluster: g.spec.VirtualCluster, State: g.state, Priority: g.reportedPriority(), Downgraded: g.downgraded}
 	if g.placement != nil {
 		for i, s := range g.slots {
 			pp, _ := k.podPlacement(g, i, s, nil)
@@ -292,12 +292,12 @@ func (k *Core) Snapshot() Snapshot {
 			t.forEachLeaf(func(l *Cell) {
 				ls := LeafCellStatus{ID: l.ID(), Node: l.NodeName(), Index: l.index, State: l.state, Healthy: l.schedulable(), Priority: -2}
 				if l.using != nil {
-					ls.UsingGroup, ls.Priority = l.using.spec.Name, l.using.priority()
+					ls.UsingGroup, ls.Priority = l.using.spec.Name, l.using.reportedPriority()
 				}
 				if l.reserving != nil {
 					ls.ReservingGroup = l.reserving.spec.Name
 					if l.using == nil {
-						ls.Priority = l.reserving.priority()
+						ls.Priority = l.reserving.reportedPriority()
 					}
 				}
 				if r := l.rootAncestor(); r != nil && r.pool.vc != nil {

@@ -440,14 +440,15 @@ func (s *search) spreadIn(p *pool, base spreadAvoid, kc *Cell, roots []*Cell, wl
 }
 
 // fillSlotWithin is fillSlot (x3) for a constrained group: the late
-// member's leaves go inside the keyed cell of the group's other leaves. A
+// member's leaves go inside the keyed cell of the leaves of near (the group
+// itself, or the gang of an extra pod). A
 // guaranteed group takes its VC's cells there, binding more of its virtual
 // cells inside the keyed cell if needed; an opportunistic one takes free
 // leaves there, of unbound cells first.
-func (k *Core) fillSlotWithin(g *AffinityGroup, slot int, ch *chain) bool {
+func (k *Core) fillSlotWithin(g *AffinityGroup, slot int, ch *chain, near *AffinityGroup) bool {
 	wl := ch.keyLevel(g.spec.WithinTopologyKey)
 	var anchor *Cell
-	for _, pod := range g.placement {
+	for _, pod := range near.placement {
 		if len(pod) > 0 {
 			anchor = pod[0]
 			break

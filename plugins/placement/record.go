@@ -52,6 +52,9 @@ type Record struct {
 	Downgraded           bool                           `json:"downgraded,omitempty"`
 	SpreadKey            string                         `json:"spreadKey,omitempty"`
 	WithinTopologyKey    string                         `json:"withinTopologyKey,omitempty"`
+	// ExtraOf: the pod was placed as an extra pod of this elastic gang
+	// (Group is the extra's own group).
+	ExtraOf string `json:"extraOf,omitempty"`
 	// CellLessPods is how many members of the group ask for no leaf cells
 	// (podrequest.Request.CellLessPods). Such a member's own record has
 	// no leaf cell indices: it holds no cells, and recovery takes it back
@@ -78,7 +81,7 @@ func NewRecord(g cellcore.AffinityGroupSpec, pp cellcore.PodPlacement, downgrade
 		Group: g.Name, VirtualCluster: g.VirtualCluster, Priority: g.Priority, LeafCellType: g.LeafCellType,
 		PinnedCellID: g.PinnedCellID, LazyPreemptionEnable: g.LazyPreemptionEnable, Members: g.Members,
 		Node: pp.Node, PodLeafCellType: pp.LeafCellType, LeafCellIndices: pp.LeafCellIndices, Downgraded: downgraded,
-		SpreadKey: g.SpreadKey, WithinTopologyKey: g.WithinTopologyKey,
+		SpreadKey: g.SpreadKey, WithinTopologyKey: g.WithinTopologyKey, ExtraOf: g.ExtraOf,
 	}
 }
 
@@ -87,7 +90,7 @@ func (r Record) Spec() cellcore.AffinityGroupSpec {
 	ns, _, _ := strings.Cut(r.Group, "/") // recovery trusts a record only for a group of its pod's namespace
 	return cellcore.AffinityGroupSpec{Name: r.Group, VirtualCluster: r.VirtualCluster, Namespace: ns, Priority: r.Priority,
 		LeafCellType: r.LeafCellType, PinnedCellID: r.PinnedCellID, LazyPreemptionEnable: r.LazyPreemptionEnable,
-		Members: r.Members, SpreadKey: r.SpreadKey, WithinTopologyKey: r.WithinTopologyKey}
+		Members: r.Members, SpreadKey: r.SpreadKey, WithinTopologyKey: r.WithinTopologyKey, ExtraOf: r.ExtraOf}
 }
 
 // Request is the pod request a trusted record stands for: the group as it

@@ -2,6 +2,7 @@ package podrequest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
@@ -127,17 +128,28 @@ func TestCellLessPodGroup(t *testing.T) {
 	require.Equal(t, []cellcore.AffinityGroupMember{{PodNumber: 3, LeafCellNumber: 4}}, req.Group.Members)
 	require.Zero(t, req.CellLessPods)
 
-	// More pods than the minimum, of several sizes: refused with why.
+	// More pods than the minimum, of several sizes: the launcher and the
+	// oldest workers make the minimum, the pod beyond it is an extra of
+	// its own size (elastic.go).
 	extra := named(pod(member, nil, 4), "extra")
+	extra.CreationTimestamp = metav1.NewTime(w0.CreationTimestamp.Add(time.Minute))
 	r = NewResolver(gpu, Lookups{PodGroups: func() pglisters.PodGroupLister { return lister }, GangPods: gangPods(w0, w1, launcher, extra)})
-	_, err = r.Read(w0)
-	require.ErrorContains(t, err, "more than its minimum 3, with members of several sizes")
+	req, err = r.Read(w0)
+	require.NoError(t, err)
+	require.Equal(t, []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 8}}, req.Group.Members)
+	require.Equal(t, int32(1), req.CellLessPods)
+	req, err = r.Read(extra)
+	require.NoError(t, err)
+	require.Equal(t, "ns/mpi+extra", req.Group.Name)
+	require.Equal(t, "ns/mpi", req.Group.ExtraOf)
+	require.Equal(t, []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: 4}}, req.Group.Members)
+	require.Zero(t, req.CellLessPods)
 
 	// No pod with GPUs.
 	c0, c1, c2 := named(pod(member, nil, 0), "x"), named(pod(member, nil, 0), "y"), named(pod(member, nil, 0), "z")
 	r = NewResolver(gpu, Lookups{PodGroups: func() pglisters.PodGroupLister { return lister }, GangPods: gangPods(c0, c1, c2)})
 	_, err = r.Read(c0)
-	require.ErrorContains(t, err, "none of its pods asks for leaf cells")
+	require.ErrorContains(t, err, "none of the 3 pods of its minimum asks for leaf cells")
 }
 
 func TestCellLessWorkload(t *testing.T) {

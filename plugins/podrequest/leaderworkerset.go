@@ -61,7 +61,7 @@ func (r *Resolver) fromLeaderWorkerSet(pod *v1.Pod) (*Request, error, bool) {
 		return nil, fmt.Errorf("pod of LeaderWorkerSet %s/%s: annotation %s=%q is not a positive number of pods", pod.Namespace, set, AnnotationLWSSize, s), true
 	}
 	group := set + "-" + index
-	shape, err := r.gangShape(pod, fmt.Sprintf("LeaderWorkerSet %s/%s replica group %s", pod.Namespace, set, index), int32(size))
+	shape, _, err := r.gangShape(pod, fmt.Sprintf("LeaderWorkerSet %s/%s replica group %s", pod.Namespace, set, index), int32(size))
 	if IsAwaiting(err) {
 		// The two ways an LWS group never fills: its workers are made only
 		// once its leader runs or is scheduled, and a gang binds no

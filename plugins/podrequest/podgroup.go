@@ -56,9 +56,15 @@ func (r *Resolver) fromPodGroup(pod *v1.Pod) (*Request, error, bool) {
 	if pg.Spec.MinMember <= 0 {
 		return nil, fmt.Errorf("PodGroup %s/%s: minMember must be positive, got %d", pod.Namespace, name, pg.Spec.MinMember), true
 	}
-	shape, err := r.gangShape(pod, fmt.Sprintf("PodGroup %s/%s", pod.Namespace, name), pg.Spec.MinMember)
+	shape, extra, err := r.gangShape(pod, fmt.Sprintf("PodGroup %s/%s", pod.Namespace, name), pg.Spec.MinMember)
 	if err != nil {
 		return nil, err, true
+	}
+	if extra {
+		if leaves, _ := r.PodLeaves(pod); leaves == 0 {
+			return nil, nil, true // an extra without leaf cells: not hivesched's to place
+		}
+		shape = extraShape
 	}
 	// The pod's own form, named after its PodGroup.
 	q := pod.DeepCopy()
@@ -69,5 +75,8 @@ func (r *Resolver) fromPodGroup(pod *v1.Pod) (*Request, error, bool) {
 	}
 	q.Annotations[AnnotationGroupMembers] = shape
 	req, err := Parse(q, res)
+	if err == nil && extra {
+		req = asExtra(req, pod)
+	}
 	return req, err, true
 }

@@ -50,6 +50,11 @@ type Lookups struct {
 	// leaf cells included; without it a gang is minMember pods of each
 	// pod's own size, as before.
 	GangPods func(GangKey) []*v1.Pod
+	// RecordedRole, if set, says which part of its gang a bound pod was
+	// placed as, from its placement record: RoleMinimum, RoleExtra, or
+	// RoleNone (no record). The minimum of an elastic gang is first the
+	// pods placed in it (elastic.go).
+	RecordedRole func(pod *v1.Pod) Role
 }
 
 // GangKey names the pods a framework's gang counts: those of one
@@ -86,67 +91,58 @@ func GangKeyOf(pod *v1.Pod) (GangKey, bool) {
 
 // gangShape is the shape (annotation hivesched.io/group-members' form) of
 // the gang of minCount pods that what (a PodGroup's or pod group's
-// description) counts: with members that ask for no leaf cells, read from
-// its pods, which must all exist first (until they do the request waits:
-// IsAwaiting); without, minCount pods of the pod's own size, as gangs were
-// read before members without leaf cells were.
-func (r *Resolver) gangShape(pod *v1.Pod, what string, minCount int32) (string, error) {
+// description) counts, and whether pod is one of the gang's extra pods
+// (elastic.go): the gang's minimum is read from its pods (minimumOf), which
+// must all exist first (until they do the request waits: IsAwaiting), the
+// pods beyond it are extras; without GangPods, minCount pods of the pod's
+// own size, as gangs were read before elastic gangs and members without
+// leaf cells were.
+func (r *Resolver) gangShape(pod *v1.Pod, what string, minCount int32) (string, bool, error) {
 	key, _ := GangKeyOf(pod)
 	if r.lookups.GangPods == nil {
-		return strconv.Itoa(int(minCount)), nil
+		return strconv.Itoa(int(minCount)), false, nil
 	}
 	pods := r.lookups.GangPods(key)
 	if int32(len(pods)) < minCount {
-		return "", Awaiting(fmt.Sprintf("%s waits for its pods: %d of its %d exist (a gang is placed with all its members, those without GPUs included)", what, len(pods), minCount))
+		return "", false, Awaiting(fmt.Sprintf("%s waits for its pods: %d of its %d exist (a gang is placed with all its members, those without GPUs included)", what, len(pods), minCount))
 	}
-	sizes := map[int64]int32{}
-	var cellLess int32
+	leaves := make(map[*v1.Pod]int64, len(pods))
 	for _, p := range pods {
 		n, err := r.PodLeaves(p)
 		if err != nil {
 			if IsAwaiting(err) {
-				return "", err
+				return "", false, err
 			}
-			return "", fmt.Errorf("%s: its pod %s: %w", what, p.Name, err)
+			return "", false, fmt.Errorf("%s: its pod %s: %w", what, p.Name, err)
 		}
-		if n == 0 {
+		leaves[p] = n
+	}
+	minimum, extra := minimumOf(pods, minCount, leaves, pod, r.lookups.RecordedRole)
+	sizes := map[int64]int32{}
+	var cellLess int32
+	for _, p := range minimum {
+		if n := leaves[p]; n == 0 {
 			cellLess++
 		} else {
 			sizes[n]++
 		}
 	}
-	if cellLess == 0 {
-		return strconv.Itoa(int(minCount)), nil
-	}
 	if len(sizes) == 0 {
-		return "", fmt.Errorf("%s: none of its pods asks for leaf cells (%s): hivesched places gangs with GPUs; drop its %s label", what, r.resource, LabelVirtualCluster)
+		return "", false, fmt.Errorf("%s: none of the %d pods of its minimum asks for leaf cells (%s): hivesched places gangs with GPUs; drop its %s label", what, minCount, r.resource, LabelVirtualCluster)
 	}
+	keys := make([]int64, 0, len(sizes))
+	for k := range sizes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] > keys[j] })
 	var parts []string
-	if int32(len(pods)) == minCount {
-		keys := make([]int64, 0, len(sizes))
-		for k := range sizes {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i] > keys[j] })
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%dx%d", sizes[k], k))
-		}
-	} else {
-		// More pods than the minimum: which of them make the gang is not
-		// known, so its GPU members must all be of one size.
-		if len(sizes) > 1 {
-			return "", fmt.Errorf("%s has %d pods, more than its minimum %d, with members of several sizes: hivesched cannot tell which of them make the gang; make the minimum the number of pods", what, len(pods), minCount)
-		}
-		gpu := minCount - cellLess
-		if gpu <= 0 {
-			return "", fmt.Errorf("%s: its %d pods without %s are as many as its minimum %d: a gang placed by hivesched needs members with GPUs", what, cellLess, r.resource, minCount)
-		}
-		for k := range sizes {
-			parts = append(parts, fmt.Sprintf("%dx%d", gpu, k))
-		}
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%dx%d", sizes[k], k))
 	}
-	parts = append(parts, fmt.Sprintf("%dx0", cellLess))
-	return strings.Join(parts, ","), nil
+	if cellLess > 0 {
+		parts = append(parts, fmt.Sprintf("%dx0", cellLess))
+	}
+	return strings.Join(parts, ","), extra, nil
 }
 
 // Workloads are the Workload API's listers.

@@ -154,6 +154,7 @@ func (r *Resolver) fromWorkload(pod *v1.Pod) (*Request, error, bool) {
 	if pg.Spec.Priority != nil {
 		q.Spec.Priority = pg.Spec.Priority
 	}
+	extra := false
 	switch pol := pg.Spec.SchedulingPolicy; {
 	case composite != nil:
 		// One affinity group of the composite's pod groups.
@@ -166,9 +167,15 @@ func (r *Resolver) fromWorkload(pod *v1.Pod) (*Request, error, bool) {
 		if pol.Gang.MinCount <= 0 {
 			return nil, fmt.Errorf("pod group %s/%s: gang minCount must be positive, got %d", pod.Namespace, name, pol.Gang.MinCount), true
 		}
-		shape, err := r.gangShape(pod, fmt.Sprintf("pod group %s/%s", pod.Namespace, name), pol.Gang.MinCount)
+		shape, isExtra, err := r.gangShape(pod, fmt.Sprintf("pod group %s/%s", pod.Namespace, name), pol.Gang.MinCount)
 		if err != nil {
 			return nil, err, true
+		}
+		if isExtra {
+			if leaves, _ := r.PodLeaves(pod); leaves == 0 {
+				return nil, nil, true // an extra without leaf cells: not hivesched's to place
+			}
+			shape, extra = extraShape, true
 		}
 		q.Labels[LabelAffinityGroup] = name
 		q.Annotations[AnnotationGroupMembers] = shape
@@ -181,6 +188,7 @@ func (r *Resolver) fromWorkload(pod *v1.Pod) (*Request, error, bool) {
 	if err != nil {
 		return nil, fmt.Errorf("pod group %s/%s: %w", pod.Namespace, name, err), true
 	}
+
 	if pg.Spec.SchedulingPolicy.Gang != nil || composite != nil {
 		// A topology constraint holds the whole gang to one domain; a
 		// basic group's pods are placed one by one, each its own group, so
@@ -193,6 +201,9 @@ func (r *Resolver) fromWorkload(pod *v1.Pod) (*Request, error, bool) {
 			key = composite.topologyKey
 		}
 		req.Group.WithinTopologyKey = key
+	}
+	if extra {
+		req = asExtra(req, pod)
 	}
 	return req, nil, true
 }

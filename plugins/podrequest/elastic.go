@@ -1,0 +1,121 @@
+package podrequest
+
+import (
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/hivesched/hivesched/plugins/cellcore"
+)
+
+// Elastic gangs (docs/elastic.md). A framework gang (a scheduler-plugins
+// PodGroup's minMember, a Workload API gang's minCount) whose pods are
+// more than its minimum is elastic: the minimum is placed whole, as any
+// gang, and each pod beyond it is an extra pod, placed by itself once the
+// minimum runs (a one-pod affinity group of its own, spec.ExtraOf naming
+// the gang). Which pods make the minimum:
+//
+//  1. the pods placed in it (their placement record names the gang);
+//  2. if fewer than the minimum are placed in it (a member is gone and an
+//     extra of its size was promoted into its slot, PromoteExtra, before
+//     its record says so), the pods placed as extras, oldest first; but
+//     while the minimum is whole, a pod placed as an extra stays one,
+//     whatever is created after it;
+//  3. then the pods not placed yet, oldest first (creationTimestamp), so
+//     that pods an autoscaler adds later are the extras; of pods created
+//     in the same second, those without leaf cells first (a Ray head, an
+//     MPI launcher, a Spark driver: the coordinator its workers cannot run
+//     without, created with them), then by name.
+//
+// An extra pod without leaf cells holds no cells and waits for nothing: it
+// is not hivesched's to place (the profile's other plugins place it).
+
+// Role is which part of its gang a pod was placed as.
+type Role uint8
+
+const (
+	RoleNone    Role = iota // no placement record
+	RoleMinimum             // placed as a member of its gang's minimum
+	RoleExtra               // placed as an extra pod
+)
+
+// ExtraSeparator joins a gang's name and its extra pod's name into the
+// extra's group name ("ns/gang+pod"): '+' is in no object name, so no
+// gang's name can be an extra's.
+const ExtraSeparator = "+"
+
+// ExtraGroupName is the group name of gang's extra pod podName.
+func ExtraGroupName(gang, podName string) string { return gang + ExtraSeparator + podName }
+
+// GangOfExtra is the gang an extra's group name names ("" if the name is
+// not an extra's).
+func GangOfExtra(group string) string {
+	if i := strings.LastIndex(group, ExtraSeparator); i > 0 {
+		return group[:i]
+	}
+	return ""
+}
+
+// minimumOf splits a gang's pods into its minimum (minCount pods, in the
+// order above) and says whether pod is beyond it (an extra).
+func minimumOf(pods []*v1.Pod, minCount int32, leaves map[*v1.Pod]int64, pod *v1.Pod, role func(*v1.Pod) Role) ([]*v1.Pod, bool) {
+	roleOf := func(p *v1.Pod) Role {
+		if role == nil || p.Spec.NodeName == "" {
+			return RoleNone
+		}
+		return role(p)
+	}
+	rank := func(p *v1.Pod) int {
+		switch roleOf(p) {
+		case RoleMinimum:
+			return 0
+		case RoleExtra:
+			return 1
+		}
+		return 2
+	}
+	sorted := slices.Clone(pods)
+	slices.SortStableFunc(sorted, func(a, b *v1.Pod) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		if ca, cb := leaves[a] == 0, leaves[b] == 0; ca != cb {
+			if ca {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if int32(len(sorted)) <= minCount {
+		return sorted, false
+	}
+	minimum := sorted[:minCount]
+	extra := true
+	for _, p := range minimum {
+		if p.UID == pod.UID {
+			extra = false
+		}
+	}
+	return minimum, extra
+}
+
+// extraShape is the group-members shape a gang's extra pod is parsed
+// with: one pod, its own size (asExtra then names it).
+const extraShape = "1"
+
+// asExtra turns the request parsed for one of a gang's extra pods (with
+// extraShape, under the gang's name) into the extra's own: one pod of its
+// leaf cells, a group of its own tied to the gang.
+func asExtra(req *Request, pod *v1.Pod) *Request {
+	x := *req
+	x.Group.ExtraOf = req.Group.Name
+	x.Group.Name = ExtraGroupName(req.Group.Name, pod.Name)
+	x.Group.Members = []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: req.LeafCellNumber}}
+	x.CellLessPods = 0
+	return &x
+}
