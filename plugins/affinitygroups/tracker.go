@@ -111,9 +111,13 @@ type entry struct {
 	phase           hv1.AffinityGroupPhase
 	spec            *hv1.AffinityGroupSpec // the group's request, once a pod or the object gave it
 	total           int
-	obj             *hv1.AffinityGroup // the object, as last read or written
-	explicit        bool               // created by a user, not by the scheduler
-	owner           *metav1.OwnerReference
+	// extras are the live extra pods of an elastic gang (elastic.go):
+	// bound or not. They have no AffinityGroup of their own; the gang's
+	// MEMBERS column counts them.
+	extras   map[types.UID]bool
+	obj      *hv1.AffinityGroup // the object, as last read or written
+	explicit bool               // created by a user, not by the scheduler
+	owner    *metav1.OwnerReference
 
 	reason, message string // what it waits for (PreFilter) or why it ended
 	refused         string // its VC refused it or its request is invalid (Rejected while New)
@@ -206,6 +210,19 @@ func (t *Tracker) Seen(pod *v1.Pod, req *podrequest.Request) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if gang := req.Group.ExtraOf; gang != "" {
+		// An extra pod of an elastic gang: counted on its gang's object.
+		if e := t.groups[gang]; e != nil && !terminalPhase(e.phase) {
+			if e.extras == nil {
+				e.extras = map[types.UID]bool{}
+			}
+			if bound := pod.Spec.NodeName != ""; e.extras[pod.UID] != bound || !bound {
+				e.extras[pod.UID] = bound
+				t.changed(e)
+			}
+		}
+		return
+	}
 	e := t.entryLocked(req.Group.Name)
 	if e == nil {
 		return
@@ -253,6 +270,17 @@ func (e *entry) oldMember(pod *v1.Pod) bool {
 // goes may have succeeded, failed or been deleted: the writer asks the API
 // server which (unsure), never the informer's handler.
 func (t *Tracker) Gone(group string, pod *v1.Pod, deleted, empty bool) {
+	if gang := podrequest.GangOfExtra(group); gang != "" {
+		// An extra pod went (the autoscaler took it back, it finished,
+		// it was preempted): never a loss of its gang's.
+		t.live(gang, func(e *entry) {
+			if _, ok := e.extras[pod.UID]; ok {
+				delete(e.extras, pod.UID)
+				t.changed(e)
+			}
+		})
+		return
+	}
 	t.live(group, func(e *entry) {
 		if _, member := e.members[pod.UID]; !member {
 			return

@@ -462,6 +462,16 @@ func agStatus(e *entry, cs cellcore.AffinityGroupStatus, inCore bool, pods []*v1
 	st.Members = hv1.AffinityGroupMemberCounts{Total: int32(e.total), Bound: int32(obs.bound), Running: int32(running),
 		Succeeded: int32(len(e.succeeded)), Failed: int32(len(e.failedPods))}
 	st.MembersSummary = fmt.Sprintf("%d/%d", obs.bound, e.total)
+	if len(e.extras) > 0 {
+		// An elastic gang: its minimum, then the extra pods beyond it.
+		bound := 0
+		for _, b := range e.extras {
+			if b {
+				bound++
+			}
+		}
+		st.MembersSummary += fmt.Sprintf(" min, +%d/%d extra", bound, len(e.extras))
+	}
 	switch {
 	case e.failReason != "":
 		st.Reason, st.Message = e.failReason, e.failMessage

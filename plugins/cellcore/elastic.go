@@ -60,7 +60,11 @@ func (k *Core) scheduleExtra(x *AffinityGroup) (Decision, error) {
 	}
 	// Anywhere on the gang's chain the group may go, preempting what ranks
 	// lower (candidateChains keeps extras on their gang's chain).
-	return k.schedulePendingGroup(x)
+	d, err := k.schedulePendingGroup(x)
+	if err == nil && d.Kind == Wait {
+		d.Reason = fmt.Sprintf("extra pod of elastic affinity group %q (it takes its VC's cells that no gang needs, and never preempts a gang): %s", gang.spec.Name, d.Reason)
+	}
+	return d, err
 }
 
 // gangChain is the chain an Allocated group runs in (nil if it holds no

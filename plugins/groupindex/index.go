@@ -422,6 +422,22 @@ func (x *Index) untrackLocked(pod *v1.Pod) (*podrequest.Request, bool) {
 	return e.req, false
 }
 
+// RecordedRole says which part of its gang a pod was placed as
+// (podrequest.Lookups.RecordedRole): a bound pod's request is the one it
+// was placed with (its record's, after a restart), kept for good.
+func (x *Index) RecordedRole(pod *v1.Pod) podrequest.Role {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.parsed[pod.UID]
+	switch {
+	case !ok || e.req == nil:
+		return podrequest.RoleNone
+	case e.req.Group.ExtraOf != "":
+		return podrequest.RoleExtra
+	}
+	return podrequest.RoleMinimum
+}
+
 // GroupOf is the group the pod is tracked in ("" if none).
 func (x *Index) GroupOf(pod *v1.Pod) string {
 	x.mu.Lock()

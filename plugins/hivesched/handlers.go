@@ -35,7 +35,7 @@ func (p *HiveSched) startInformers(ctx context.Context) {
 	agInf := vf.Hivesched().V1alpha1().AffinityGroups()
 	_, _ = agInf.Informer().AddEventHandler(handleGroupObject(logger, p.onAG))
 	p.startWorkloadInformers(logger)
-	lookups := podrequest.Lookups{AffinityGroups: agInf.Lister(), PodGroups: p.pgs.listerOrNil, GangPods: p.groups.GangPods}
+	lookups := podrequest.Lookups{AffinityGroups: agInf.Lister(), PodGroups: p.pgs.listerOrNil, GangPods: p.groups.GangPods, RecordedRole: p.groups.RecordedRole}
 	if p.wl != nil {
 		lookups.Workloads = p.wl.listers
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hivesched/hivesched/plugins/binding"
 	"github.com/hivesched/hivesched/plugins/cellcore"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // A gang never runs partly. When a member of a running gang is taken by
@@ -153,8 +154,8 @@ func (p *HiveSched) settleLost(logger klog.Logger, pod *v1.Pod, group string) {
 // once the loss settled (lossSettle): its other members are deleted. how
 // says how it was lost.
 func (p *HiveSched) memberLost(logger klog.Logger, pod *v1.Pod, group, how string) {
-	if p.lost.ending(group) != "" {
-		return
+	if p.lost.ending(group) != "" || podrequest.GangOfExtra(group) != "" {
+		return // an extra pod of an elastic gang is no member of its minimum: its gang runs on
 	}
 	time.AfterFunc(lossSettle, func() {
 		if p.lost.ctx.Err() == nil {
@@ -166,11 +167,20 @@ func (p *HiveSched) memberLost(logger klog.Logger, pod *v1.Pod, group, how strin
 // endLostGang deletes the members of a gang that lost one, but those on
 // their way out already (a whole gang deleted by its owner leaves none).
 func (p *HiveSched) endLostGang(logger klog.Logger, pod *v1.Pod, group, how string) {
+	if podrequest.GangOfExtra(group) != "" {
+		return // an extra pod going is never a loss (elastic gangs)
+	}
 	if st, ok := p.core.AffinityGroupState(group); !ok || st != cellcore.AGAllocated || p.binds.retries.GaveUp(group) {
 		return // HiveSched is deleting it itself, or it never ran
 	}
 	var rest []*v1.Pod
-	for _, m := range p.groups.Pods(group) {
+	members := p.groups.Pods(group)
+	for _, x := range p.core.ExtrasOf(group) {
+		// An elastic gang's extra pods end with it: a Ray worker whose
+		// head is gone, an executor whose driver is, runs for nothing.
+		members = append(members, p.groups.Pods(x)...)
+	}
+	for _, m := range members {
 		if m.UID != pod.UID && m.DeletionTimestamp == nil && m.Status.Phase != v1.PodSucceeded && m.Status.Phase != v1.PodFailed {
 			rest = append(rest, m)
 		}
@@ -193,7 +203,11 @@ func (p *HiveSched) endLostGang(logger klog.Logger, pod *v1.Pod, group, how stri
 // stillLost is the evictor's check before each attempt: the group still ends
 // (a pod of a group that left the core meanwhile is not deleted).
 func (p *HiveSched) stillLost(pod *v1.Pod) bool {
-	return p.lost.ending(p.groups.GroupOf(pod)) != ""
+	group := p.groups.GroupOf(pod)
+	if gang := podrequest.GangOfExtra(group); gang != "" {
+		group = gang // an extra pod ends with its gang
+	}
+	return p.lost.ending(group) != ""
 }
 
 // lostGangGone: the group left the core (its last pod went), so its new

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
 	"github.com/hivesched/hivesched/plugins/metrics"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // PostFilter carries out a preemption decided in PreFilter (AG e1): every pod
@@ -103,6 +104,12 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 			continue
 		}
 		pods = append(pods, vps...)
+		for _, x := range p.core.ExtrasOf(victim) {
+			// A preempted gang's extra pods end with it (its own
+			// extras are ranked below it: only a gang whose extras could
+			// not make room is preempted whole).
+			pods = append(pods, p.groups.Pods(x)...)
+		}
 	}
 	for _, victim := range victims {
 		p.ags.Preempted(victim, group)
@@ -119,6 +126,12 @@ func (p *HiveSched) evictVictims(logger klog.Logger, preemptor *v1.Pod, group st
 // victim whose preemption was called off (AG x2: its preemptor was deleted
 // or placed elsewhere) is left running.
 func (p *HiveSched) stillVictim(pod *v1.Pod) bool {
-	st, ok := p.core.AffinityGroupState(p.groups.GroupOf(pod))
+	group := p.groups.GroupOf(pod)
+	st, ok := p.core.AffinityGroupState(group)
+	if gang := podrequest.GangOfExtra(group); ok && st == cellcore.AGAllocated && gang != "" {
+		// An extra pod of a preempted gang goes with it.
+		gst, gok := p.core.AffinityGroupState(gang)
+		return !gok || gst == cellcore.AGBeingPreempted
+	}
 	return ok && st == cellcore.AGBeingPreempted
 }

@@ -1,0 +1,163 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	"github.com/hivesched/hivesched/plugins/hivesched"
+)
+
+// renamed renames pods (an autoscaler's new worker gets a new name).
+func renamed(pods []*v1.Pod, name string) []*v1.Pod {
+	for i, p := range pods {
+		p.Name = fmt.Sprintf("%s-%d", name, i)
+	}
+	return pods
+}
+
+// waitDeleted waits until no pod of these names is left.
+func (c *cluster) waitDeleted(t *testing.T, pods []*v1.Pod, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, p := range pods {
+			if _, err := c.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "pods not deleted: %s", c.describe(t, pods))
+}
+
+// eventsNamed are the reasons and notes of the events about the object of
+// that name (a pod already gone included).
+func (c *cluster) eventsNamed(t *testing.T, ns, name string) string {
+	t.Helper()
+	list, err := c.kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	require.NoError(t, err)
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Reason+": "+e.Message)
+	}
+	return strings.Join(out, "\n")
+}
+
+// requireStillBound checks that the pods are bound and not on their way out.
+func (c *cluster) requireStillBound(t *testing.T, pods []*v1.Pod) {
+	t.Helper()
+	for _, p := range pods {
+		got := c.getPod(t, p)
+		require.NotEmpty(t, got.Spec.NodeName, "pod %s", p.Name)
+		require.Nil(t, got.DeletionTimestamp, "pod %s is being deleted", p.Name)
+	}
+}
+
+// TestElasticGangs (issue 46): a gang's minimum is placed whole; its pods
+// beyond the minimum (a Ray worker the autoscaler adds) are placed one by
+// one once the minimum runs, inside the VC's cells, of any size; with no
+// room they wait with a reason and disturb nothing; deleting one is no
+// loss; a gang of the VC takes extras back before it preempts any gang;
+// a gang dropping below its minimum ends whole, extras included.
+func TestElasticGangs(t *testing.T) {
+	c := startWorkloadCluster(t)
+	pgc := c.installPodGroupCRD(t)
+	const ns = "el"
+	c.createNodes(t, ns, 1, 4, 0)
+	cpuNode := ns + "-cpu-0"
+	c.createNode(t, cpuNode, "nvidia.com/gpu", 0, true)
+	c.createNamespace(t, ns)
+	c.createVC(t, ns+"-vc", []string{ns}, "V100-NODE", 3)
+	c.startScheduler(t, physicalCluster(ns, 1, 4, 0))
+	vcLabel := map[string]string{hivesched.LabelVirtualCluster: ns + "-vc"}
+
+	t.Run("a scheduler-plugins PodGroup as KubeRay makes it, scaled up and down", func(t *testing.T) {
+		_, err := pgc.SchedulingV1alpha1().PodGroups(ns).Create(t.Context(), &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "ray", Labels: vcLabel},
+			Spec: pgv1alpha1.PodGroupSpec{MinMember: 3}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		head := onNode(withoutGPUs(renamed(podGroupPods(ns, "ray", 1, 0, nil), "ray-head"))[0], cpuNode)
+		workers := renamed(podGroupPods(ns, "ray", 2, 4, nil), "ray-worker")
+		minimum := append([]*v1.Pod{head}, workers...)
+		c.createPods(t, minimum)
+		c.waitBound(t, minimum, 30*time.Second)
+		c.waitAG(t, ns, "ray", phaseIs(hv1.AffinityGroupRunning))
+		c.usedIs(t, ns+"-vc", 8)
+
+		// The autoscaler adds a 4-GPU worker, then an 8-GPU one (another
+		// worker group): each binds by itself.
+		up := renamed(podGroupPods(ns, "ray", 1, 4, nil), "ray-up4")
+		c.createPods(t, up)
+		c.waitBound(t, up, 30*time.Second)
+		up8 := renamed(podGroupPods(ns, "ray", 1, 8, nil), "ray-up8")
+		c.createPods(t, up8)
+		c.waitBound(t, up8, 30*time.Second)
+		c.usedIs(t, ns+"-vc", 20)
+		rec := c.getPod(t, up8[0]).Annotations[hivesched.AnnotationPlacement]
+		require.Contains(t, rec, `"extraOf":"el/ray"`, "an extra's placement record names its gang")
+		ag := c.waitAG(t, ns, "ray", func(ag *hv1.AffinityGroup) bool { return ag.Status.MembersSummary == "3/3 min, +2/2 extra" })
+		require.Equal(t, hv1.AffinityGroupRunning, ag.Status.Phase)
+
+		// No room left in the VC (24 GPUs): the next one waits, says why,
+		// and nothing else moves.
+		full := renamed(podGroupPods(ns, "ray", 1, 8, nil), "ray-full")
+		c.createPods(t, full)
+		msg := c.failedScheduling(t, full[0], `extra pod of elastic affinity group "el/ray"`, 30*time.Second)
+		t.Logf("an extra with no room: %s", msg)
+		c.requireUnbound(t, full, 2*time.Second)
+		c.requireStillBound(t, append(append(minimum, up...), up8...))
+
+		// The autoscaler removes an idle worker: no loss, the gang runs on,
+		// and the waiting extra takes the room.
+		c.deletePods(t, up8)
+		c.waitBound(t, full, 30*time.Second)
+		c.requireStillBound(t, append(minimum, up...))
+		ag = c.waitAG(t, ns, "ray", func(ag *hv1.AffinityGroup) bool { return ag.Status.MembersSummary == "3/3 min, +2/2 extra" })
+		require.Equal(t, hv1.AffinityGroupRunning, ag.Status.Phase, "deleting an extra is no member loss: %+v", ag.Status)
+
+		// Another gang of the VC (priority 0, the same as ray's) needs a
+		// node: it takes an extra back (the 4-GPU one: its node then holds
+		// nothing else), never ray's minimum.
+		other := gangPods(ns, "other", ns+"-vc", 0, 1, 8)
+		c.createPods(t, other)
+		c.waitDeleted(t, up, 30*time.Second)
+		c.waitBound(t, other, 30*time.Second)
+		c.requireStillBound(t, append(minimum, full...))
+		require.Contains(t, c.eventsNamed(t, ns, up[0].Name), "Preempted: preempted by affinity group el/other")
+		ag = c.waitAG(t, ns, "ray", func(ag *hv1.AffinityGroup) bool { return ag.Status.MembersSummary == "3/3 min, +1/1 extra" })
+		require.Equal(t, hv1.AffinityGroupRunning, ag.Status.Phase, "a gang that gave back an extra runs on: %+v", ag.Status)
+
+		// A worker of the minimum is lost: the gang ends whole, its
+		// extra with it (the 8-GPU extra is not of the lost worker's
+		// size, and no other is left).
+		c.deletePods(t, workers[:1])
+		c.waitDeleted(t, append(append([]*v1.Pod{head}, workers...), full...), 30*time.Second)
+		c.usedIs(t, ns+"-vc", 8) // other's node
+		c.deletePods(t, other)
+		c.usedIs(t, ns+"-vc", 0)
+	})
+
+	t.Run("a Workload API gang of minCount 2 with three pods", func(t *testing.T) {
+		c.createPodGroup(t, ns, "wl", 2, vcLabel)
+		pods := workloadPods(ns, "wl", "", 3, 8)
+		c.createPods(t, pods)
+		c.waitBound(t, pods, 60*time.Second)
+		rec := c.getPod(t, pods[2]).Annotations[hivesched.AnnotationPlacement]
+		require.Contains(t, rec, `"extraOf":"el/wl"`, "the newest pod (by name in one second) is the extra")
+		c.usedIs(t, ns+"-vc", 24)
+		c.deletePods(t, pods[2:])
+		c.usedIs(t, ns+"-vc", 16)
+		c.requireStillBound(t, pods[:2])
+		c.deletePods(t, pods[:2])
+		c.usedIs(t, ns+"-vc", 0)
+	})
+}
