@@ -114,7 +114,10 @@ type entry struct {
 	// extras are the live extra pods of an elastic gang (elastic.go):
 	// bound or not. They have no AffinityGroup of their own; the gang's
 	// MEMBERS column counts them.
-	extras   map[types.UID]bool
+	extras map[types.UID]bool
+	// replaced: members whose slot an extra took (Replaced): their going
+	// is no failure.
+	replaced map[types.UID]bool
 	obj      *hv1.AffinityGroup // the object, as last read or written
 	explicit bool               // created by a user, not by the scheduler
 	owner    *metav1.OwnerReference
@@ -286,6 +289,12 @@ func (t *Tracker) Gone(group string, pod *v1.Pod, deleted, empty bool) {
 			return
 		}
 		delete(e.members, pod.UID)
+		if e.replaced[pod.UID] {
+			delete(e.replaced, pod.UID)
+			e.emptied = empty
+			t.changed(e)
+			return
+		}
 		switch {
 		case pod.Status.Phase == v1.PodSucceeded:
 			e.succeeded[pod.UID] = true
@@ -300,6 +309,17 @@ func (t *Tracker) Gone(group string, pod *v1.Pod, deleted, empty bool) {
 		}
 		e.emptied = empty
 		t.changed(e)
+	})
+}
+
+// Replaced notes that an extra pod of the elastic gang took the slot of its
+// member pod lost (its going, reported by Gone, is no failure).
+func (t *Tracker) Replaced(group string, lost *v1.Pod) {
+	t.live(group, func(e *entry) {
+		if e.replaced == nil {
+			e.replaced = map[types.UID]bool{}
+		}
+		e.replaced[lost.UID] = true
 	})
 }
 

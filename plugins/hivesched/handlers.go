@@ -297,6 +297,11 @@ func (p *HiveSched) podChanged(logger klog.Logger, pod *v1.Pod, deleted, recover
 		logger.V(2).Info("pod gone, its GPU claims not released yet: its cells wait for them", "pod", klog.KObj(pod))
 		return
 	}
+	if deleted {
+		// A member of an elastic gang's minimum gives its slot to an extra
+		// of its size before its cells go (elastic.go).
+		p.promoteOnDeletion(logger, pod)
+	}
 	// Release the cells before the pod leaves the index: while it is in
 	// the index the queue's pod-deleted hint leaves the waiting pods alone
 	// (hintPodDeleted), so none is tried against cells about to be freed.

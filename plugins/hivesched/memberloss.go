@@ -170,6 +170,18 @@ func (p *HiveSched) endLostGang(logger klog.Logger, pod *v1.Pod, group, how stri
 	if podrequest.GangOfExtra(group) != "" {
 		return // an extra pod going is never a loss (elastic gangs)
 	}
+	if p.promos.wasSettled(pod.UID) || p.promos.pending(pod.UID) {
+		return // an extra took (or takes, once the pod is gone) its slot
+	}
+	if st, ok := p.core.AffinityGroupState(group); ok && st == cellcore.AGAllocated {
+		if pr, ok := p.promotableExtra(group, pod); ok {
+			// An extra of its size takes its slot once its pod is gone
+			// (promoteOnDeletion): the gang runs on.
+			p.promos.add(pod.UID, pr)
+			logger.V(2).Info("a member of an elastic gang goes: an extra pod of its size takes its place once it is gone", "pod", klog.KObj(pod), "group", group, "extra", pr.extra)
+			return
+		}
+	}
 	if st, ok := p.core.AffinityGroupState(group); !ok || st != cellcore.AGAllocated || p.binds.retries.GaveUp(group) {
 		return // HiveSched is deleting it itself, or it never ran
 	}

@@ -87,6 +87,7 @@ type HiveSched struct {
 	binds    binds                     // the binding path's pacing and failures (bind.go)
 	cycles   podGroupCycles            // what pod-group cycles hold (podgroupcycle.go)
 	lost     lostGangs                 // gangs that lost a member while they ran (memberloss.go)
+	promos   promotions                // extra pods taking a lost member's slot (elastic.go)
 	waiting  sync.Map                  // pod UID -> true: members whose gang's wait is watched (waiting.go)
 	pgs      *podGroups                // scheduler-plugins' PodGroups
 	wl       *workloadAPI              // Workload API PodGroups, nil without GenericWorkload
@@ -190,7 +191,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	p.ags = affinitygroups.New(affinitygroups.Config{Writes: args.AffinityGroupStatus, Client: agClient, Pods: h.ClientSet(), Core: core,
 		Members: p.groups, VirtualClusters: p.vcs, Every: statusEvery, Retention: time.Duration(args.AffinityGroupRetentionSeconds) * time.Second,
 		Recovered: p.recovery.Done, TimedOut: p.pendingTimedOut})
-	p.victims = binding.NewEvictor(ctx, p.deleter.Delete, p.stillVictim)
+	p.victims = binding.NewEvictor(ctx, p.deleteVictim, p.stillVictim)
 	p.binds.evictor = binding.NewEvictor(ctx, p.deleter.Delete, p.stillGivenUp)
 	p.lost.ctx, p.lost.evictor = ctx, binding.NewEvictor(ctx, p.deleter.Delete, p.stillLost)
 	cellTypes := cellspec.NewCellTypes(args.PhysicalCluster)
@@ -213,7 +214,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	pods := h.SharedInformerFactory().Core().V1().Pods()
 	go p.early.release(ctx, pods.Informer().HasSynced, p.recordEvent)
 	p.records = placement.NewDowngradeWriter(h.ClientSet(), pods.Lister(), pods.Informer().HasSynced, p.signer, p.groupDowngraded,
-		func(object string, err error) { p.ownWrite(nil, selfcheck.WriteDowngrade, object, err) })
+		func(object string, err error) { p.ownWrite(nil, selfcheck.WriteDowngrade, object, err) }, p.promotedRecord)
 	if !awaitLeadership.Load() {
 		// The only scheduler (no leader election): nothing is placed
 		// elsewhere meanwhile, so the state is rebuilt before any

@@ -36,8 +36,12 @@ type RecordWriter struct {
 //
 // observe, if set, is told the outcome of every rewrite (the object
 // namespace/name, the error): the scheduler's self-check.
-func NewDowngradeWriter(client kubernetes.Interface, pods corelisters.PodLister, synced cache.InformerSynced, signer *Signer, downgraded func(group string) bool, observe func(object string, err error)) *RecordWriter {
-	d := &downgrades{client: client, pods: pods, signer: signer, downgraded: downgraded, observe: observe}
+//
+// promoted, if set, gives the record a pod placed as an extra pod of an
+// elastic gang has now that it took a member's slot (ok false: none).
+func NewDowngradeWriter(client kubernetes.Interface, pods corelisters.PodLister, synced cache.InformerSynced, signer *Signer, downgraded func(group string) bool, observe func(object string, err error),
+	promoted func(pod *v1.Pod, rec Record) (Record, bool)) *RecordWriter {
+	d := &downgrades{client: client, pods: pods, signer: signer, downgraded: downgraded, observe: observe, promoted: promoted}
 	return newRecordWriter(d.sync, synced)
 }
 
@@ -95,6 +99,7 @@ type downgrades struct {
 	signer     *Signer
 	downgraded func(group string) bool
 	observe    func(object string, err error)
+	promoted   func(pod *v1.Pod, rec Record) (Record, bool)
 }
 
 // sync writes `downgraded` into a pod's placement record if the pod still
@@ -121,13 +126,24 @@ func (d *downgrades) sync(ctx context.Context, key string) error {
 		return nil
 	}
 	rec, err := Decode(raw)
-	if err != nil || rec.Downgraded || !d.downgraded(rec.Group) {
+	if err != nil {
+		return nil
+	}
+	changed := false
+	if d.promoted != nil && rec.ExtraOf != "" {
+		if nr, ok := d.promoted(pod, rec); ok {
+			rec, changed = nr, true
+		}
+	}
+	if !rec.Downgraded && d.downgraded(rec.Group) {
+		rec.Downgraded, changed = true, true
+	}
+	if !changed {
 		return nil
 	}
 	if !d.signer.Verify(pod) {
 		return nil // not hivesched's record: nothing to keep up to date
 	}
-	rec.Downgraded = true
 	encoded := rec.Encode()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": pod.ResourceVersion,

@@ -127,8 +127,30 @@ func TestElasticGangs(t *testing.T) {
 		// Another gang of the VC (priority 0, the same as ray's) needs a
 		// node: it takes an extra back (the 4-GPU one: its node then holds
 		// nothing else), never ray's minimum.
+		told := make(chan string, 1)
+		w, err := c.kube.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{FieldSelector: "metadata.name=" + up[0].Name})
+		require.NoError(t, err)
+		go func() {
+			defer w.Stop()
+			for ev := range w.ResultChan() {
+				if p, ok := ev.Object.(*v1.Pod); ok {
+					for _, cond := range p.Status.Conditions {
+						if cond.Type == v1.DisruptionTarget && cond.Status == v1.ConditionTrue {
+							told <- cond.Reason + ": " + cond.Message
+							return
+						}
+					}
+				}
+			}
+		}()
 		other := gangPods(ns, "other", ns+"-vc", 0, 1, 8)
 		c.createPods(t, other)
+		select {
+		case why := <-told:
+			require.Contains(t, why, "PreemptionByScheduler: HiveSched: extra pod of elastic affinity group el/ray taken back")
+		case <-time.After(30 * time.Second):
+			t.Fatal("the extra taken back got no DisruptionTarget condition")
+		}
 		c.waitDeleted(t, up, 30*time.Second)
 		c.waitBound(t, other, 30*time.Second)
 		c.requireStillBound(t, append(minimum, full...))
@@ -143,6 +165,40 @@ func TestElasticGangs(t *testing.T) {
 		c.waitDeleted(t, append(append([]*v1.Pod{head}, workers...), full...), 30*time.Second)
 		c.usedIs(t, ns+"-vc", 8) // other's node
 		c.deletePods(t, other)
+		c.usedIs(t, ns+"-vc", 0)
+	})
+
+	t.Run("a member deleted while an extra of its size runs: the extra takes its place", func(t *testing.T) {
+		_, err := pgc.SchedulingV1alpha1().PodGroups(ns).Create(t.Context(), &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "tr", Labels: vcLabel},
+			Spec: pgv1alpha1.PodGroupSpec{MinMember: 2}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		minimum := renamed(podGroupPods(ns, "tr", 2, 8, nil), "tr-min")
+		c.createPods(t, minimum)
+		c.waitBound(t, minimum, 30*time.Second)
+		extra := renamed(podGroupPods(ns, "tr", 1, 8, nil), "tr-extra")
+		c.createPods(t, extra)
+		c.waitBound(t, extra, 30*time.Second)
+		c.usedIs(t, ns+"-vc", 24)
+
+		// torchrun's elastic agent, or the autoscaler, removes a pod of
+		// the minimum: the extra takes its slot, the gang runs on, its
+		// cells come back.
+		c.deletePods(t, minimum[:1])
+		c.waitDeleted(t, minimum[:1], 30*time.Second)
+		c.usedIs(t, ns+"-vc", 16)
+		c.requireStillBound(t, append(minimum[1:], extra...))
+		require.Contains(t, c.eventsNamed(t, ns, extra[0].Name), "PromotedToMinimum")
+		err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			rec := c.getPod(t, extra[0]).Annotations[hivesched.AnnotationPlacement]
+			return strings.Contains(rec, `"group":"el/tr"`) && !strings.Contains(rec, "extraOf"), nil
+		})
+		require.NoError(t, err, "the promoted pod's record names the gang: %s", c.getPod(t, extra[0]).Annotations[hivesched.AnnotationPlacement])
+		ag := c.waitAG(t, ns, "tr", func(ag *hv1.AffinityGroup) bool { return ag.Status.MembersSummary == "2/2" })
+		require.Equal(t, hv1.AffinityGroupRunning, ag.Status.Phase, "%+v", ag.Status)
+
+		// Now a member goes with no extra left: the gang ends whole.
+		c.deletePods(t, minimum[1:2])
+		c.waitDeleted(t, append(minimum, extra...), 30*time.Second)
 		c.usedIs(t, ns+"-vc", 0)
 	})
 
