@@ -33,7 +33,7 @@ func init() {
 		}
 		slices.Sort(gangs)
 		gang := m.groups[m.pick(gangs)]
-		if m.r.Intn(6) == 0 && !m.promotionOff {
+		if m.r.Intn(6) == 0 {
 			m.promoteOne(gang.Name)
 		}
 		size := s.Members[0].LeafCellNumber
@@ -45,10 +45,6 @@ func init() {
 	}
 }
 
-// modelRun.promotionOff: the physical-change runs draw promotions but make
-// none: with promotions, seed 1002 fails a claimed leaf's mark check after
-// a physical change (remove-reserved). A known gap (docs/elastic.md), kept
-// visible here rather than left to chance; the plugin does not promote yet.
 // promoteOne moves a running extra of gang into the slot of one of its
 // members of the same size.
 func (m *modelRun) promoteOne(gang string) {

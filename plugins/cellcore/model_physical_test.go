@@ -35,7 +35,6 @@ func TestModelPhysicalChanges(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			m := newModelRun(t, seed)
-			m.promotionOff = true
 			m.mild = r == 1
 			for i := 0; i < per; i++ {
 				if m.r.Intn(20) == 0 {

@@ -59,8 +59,6 @@ type modelRun struct {
 	// otherwise half the health changes break something (about half the
 	// nodes and devices unhealthy at a time).
 	mild bool
-	// promotionOff: model_elastic_test.go draws promotions but makes none.
-	promotionOff bool
 }
 
 func newModelRun(t *testing.T, seed int64) *modelRun {

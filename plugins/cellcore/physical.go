@@ -694,6 +694,12 @@ func (r *replacement) commit() {
 	// candidates as cell e7 would have made them. (Other bound cells are
 	// left as they were: everything else carries over.)
 	for _, c := range cancelledLeaves {
+		if c.node != nil {
+			// Reserved by the preemptor, the leaf is idle now: a claim on
+			// it is foreign, its node's marks move (the model test found
+			// a claimed leaf of an unchanged node left unmarked).
+			k.queueRemark(c.node)
+		}
 		if root := c.rootAncestor(); root != nil && root.pool.vc != nil && root.pool.pinnedID == "" {
 			k.unbindCandidates = append(k.unbindCandidates, root)
 		}
