@@ -109,6 +109,7 @@ type phaseObservation struct {
 	succeeded int  // members finished successfully
 	live      int  // member pods that exist and have not finished
 	holds     bool // the core holds cells for it (Allocated, Being preempted, Preempting)
+	ended     bool // it ran and every pod was deleted on purpose (by its owner, a user)
 }
 
 // advancePhase moves phase along the table as far as obs allows and returns
@@ -147,7 +148,7 @@ func advancePhase(group string, phase hv1.AffinityGroupPhase, obs phaseObservati
 			switch {
 			case obs.failed:
 				ev = PhaseFail
-			case obs.succeeded > 0:
+			case obs.succeeded > 0 || obs.ended:
 				ev = PhaseComplete
 			case obs.bound >= obs.total:
 				ev = PhaseRun
@@ -156,7 +157,7 @@ func advancePhase(group string, phase hv1.AffinityGroupPhase, obs phaseObservati
 			switch {
 			case obs.failed:
 				ev = PhaseFail
-			case obs.succeeded > 0:
+			case obs.succeeded > 0 || obs.ended:
 				ev = PhaseComplete
 			}
 		case hv1.AffinityGroupCompleting:

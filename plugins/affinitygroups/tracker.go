@@ -118,6 +118,13 @@ type entry struct {
 	// replaced: members whose slot an extra took (Replaced): their going
 	// is no failure.
 	replaced map[types.UID]bool
+	// deletedRunning: bound members seen deleted (by their owner, a user)
+	// while they ran. None failing the gang whole, the gang ended: when
+	// every pod is gone it reads Completed with reason Deleted, not
+	// Failed (a member lost while the others ran ends the gang through
+	// MemberLost, a failure).
+	deletedRunning int
+	ended          bool // every pod of a gang that ran was deleted on purpose
 	obj      *hv1.AffinityGroup // the object, as last read or written
 	explicit bool               // created by a user, not by the scheduler
 	owner    *metav1.OwnerReference
@@ -386,7 +393,7 @@ func (t *Tracker) Preempted(group, by string) {
 
 // BindGaveUp notes that the group's partly bound placement was given up
 // after binding failures: its bound members are deleted, so this
-// lifecycle fails with reason BindFailed (not MemberDeleted); the pods
+// lifecycle fails with reason BindFailed; the pods
 // its owner creates again start a new one.
 func (t *Tracker) BindGaveUp(group, msg string) {
 	t.podsDeleted(group, func(e *entry) {
@@ -402,11 +409,6 @@ func (t *Tracker) BindGaveUp(group, msg string) {
 // new one.
 func (t *Tracker) MemberLost(group, msg string) {
 	t.podsDeleted(group, func(e *entry) {
-		if e.failReason == "MemberDeleted" {
-			// The lost member's deletion, seen first: this says what it
-			// meant (the gang ends whole).
-			e.failReason = ""
-		}
 		e.fail("MemberLost", msg)
 		e.reason, e.message = "MemberLost", msg
 	})

@@ -112,7 +112,12 @@ func (t *Tracker) settleGone(ctx context.Context, e *entry) {
 			e.failedPods[pod.UID] = true
 			e.fail("MemberFailed", fmt.Sprintf("member pod %s failed", pod.Name))
 		default:
-			e.fail("MemberDeleted", fmt.Sprintf("member pod %s was deleted while it ran", pod.Name))
+			// Deleted while it ran. A gang deleted whole by its owner (a
+			// Job's or a RayCluster's deletion, kubectl delete) ended; one
+			// that lost a member while the others ran is ended by the
+			// scheduler, which says MemberLost.
+			e.deletedRunning++
+			t.changed(e)
 		}
 		t.mu.Unlock()
 	}
@@ -243,11 +248,18 @@ func (t *Tracker) advance(ctx context.Context, logger klog.Logger, key string, e
 		t.mu.Unlock()
 		return advanced{}, false // nothing known of it yet but a name
 	}
-	if e.emptied && len(pods) == 0 && len(e.unsure) == 0 && len(e.succeeded) == 0 && !terminalPhase(e.phase) {
-		e.fail("PodsDeleted", "every member pod was deleted before the group finished")
+	if e.emptied && len(pods) == 0 && len(e.unsure) == 0 && len(e.succeeded) == 0 && !terminalPhase(e.phase) && e.failReason == "" {
+		switch e.phase {
+		case hv1.AffinityGroupStarting, hv1.AffinityGroupRunning, hv1.AffinityGroupCompleting:
+			// It ran, and its owner or a user deleted it: ended, as
+			// YuniKorn completes an application with nothing left to run.
+			e.ended = true
+		default:
+			e.fail("PodsDeleted", "every member pod was deleted before the group ran")
+		}
 	}
 	obs := phaseObservation{admitted: inCore || !e.admitted.IsZero(), rejected: e.refused != "", total: e.total,
-		succeeded: len(e.succeeded), live: len(pods)}
+		succeeded: len(e.succeeded), live: len(pods), ended: e.ended}
 	holds := inCore && coreSt.State != cellcore.AGPending
 	obs.holds = holds
 	running := 0
@@ -477,6 +489,8 @@ func agStatus(e *entry, cs cellcore.AffinityGroupStatus, inCore bool, pods []*v1
 		st.Reason, st.Message = e.failReason, e.failMessage
 	case e.phase == hv1.AffinityGroupRejected:
 		st.Reason, st.Message = "Rejected", e.refused
+	case e.ended && (e.phase == hv1.AffinityGroupCompleted || e.phase == hv1.AffinityGroupCompleting):
+		st.Reason, st.Message = "Deleted", fmt.Sprintf("its member pods were deleted by their owner or a user (%d of them while they ran): the group ended", e.deletedRunning)
 	case e.phase == hv1.AffinityGroupCompleted || e.phase == hv1.AffinityGroupCompleting:
 		st.Reason, st.Message = "Succeeded", fmt.Sprintf("%d of %d member pods finished successfully", len(e.succeeded), e.total)
 	case e.phase == hv1.AffinityGroupRunning || e.phase == hv1.AffinityGroupStarting:

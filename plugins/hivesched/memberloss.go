@@ -37,7 +37,7 @@ import (
 // lossSettle is how long a loss is left to settle before the gang is ended:
 // an owner that deletes a whole job (a Job's deletion, a user's kubectl
 // delete) deletes every pod within it, and that is no loss of one member
-// but the end of all (the AffinityGroup says MemberDeleted, and nothing is
+// but the end of all (the AffinityGroup ends Completed, reason Deleted, and nothing is
 // deleted twice). Whatever of the gang still runs and is not on its way out
 // after it is deleted.
 const lossSettle = 2 * time.Second

@@ -170,8 +170,11 @@ func TestAffinityGroupImplicit(t *testing.T) {
 
 		c.deletePods(t, big)
 		c.waitGone(t, big, 20*time.Second)
-		ag = c.waitAG(t, "ag", "big", phaseIs(hv1.AffinityGroupFailed))
-		require.Equal(t, "MemberDeleted", ag.Status.Reason, "deleted while they ran")
+		// Deleted whole by a user while it ran: it ended, it did not fail
+		// (issue 46).
+		ag = c.waitAG(t, "ag", "big", phaseIs(hv1.AffinityGroupCompleted))
+		require.Equal(t, "Deleted", ag.Status.Reason, "deleted while they ran, on purpose: %+v", ag.Status)
+		require.Contains(t, ag.Status.Message, "deleted by their owner or a user (2 of them while they ran)")
 		require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			_, err := ags.Get(ctx, "big", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
