@@ -67,13 +67,22 @@ func (k *Core) scheduleExtra(x *AffinityGroup) (Decision, error) {
 	return d, err
 }
 
+// gangAnchor is a leaf an Allocated group holds (nil if none: a slot
+// may be empty, its member not running when the group was recovered).
+func gangAnchor(g *AffinityGroup) *Cell {
+	for _, pod := range g.placement {
+		if len(pod) > 0 {
+			return pod[0]
+		}
+	}
+	return nil
+}
+
 // gangChain is the chain an Allocated group runs in (nil if it holds no
 // leaf).
 func gangChain(g *AffinityGroup) *chain {
-	for _, pod := range g.placement {
-		if len(pod) > 0 {
-			return pod[0].chain
-		}
+	if a := gangAnchor(g); a != nil {
+		return a.chain
 	}
 	return nil
 }
@@ -89,7 +98,7 @@ func gangKeyedCell(g *AffinityGroup) *Cell {
 	if wl == 0 {
 		return nil
 	}
-	return ancestorAt(g.placement[0][0], wl)
+	return ancestorAt(gangAnchor(g), wl)
 }
 
 // fillExtra places extra x next to its gang without preemption (AG e0 on
