@@ -1,7 +1,9 @@
 package podrequest
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -118,4 +120,87 @@ func asExtra(req *Request, pod *v1.Pod) *Request {
 	x.Group.Members = []cellcore.AffinityGroupMember{{PodNumber: 1, LeafCellNumber: req.LeafCellNumber}}
 	x.CellLessPods = 0
 	return &x
+}
+
+// fromNativeElastic is the request of a pod of a native-form elastic gang
+// (label hivesched.io/affinity-group, annotation hivesched.io/group-members
+// the minimum, hivesched.io/max-members the most pods). handled is false
+// for any other pod. The minimum is filled as the shape says, pod by pod in
+// minimumOf's order, each pod of a size the shape still has room for; the
+// others are extras, at most max-members in all.
+func (r *Resolver) fromNativeElastic(pod *v1.Pod) (*Request, error, bool) {
+	raw, ok := pod.Annotations[AnnotationMaxMembers]
+	name := pod.Labels[LabelAffinityGroup]
+	if !ok || name == "" {
+		return nil, nil, false
+	}
+	what := fmt.Sprintf("elastic affinity group %s/%s", pod.Namespace, name)
+	max, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 32)
+	if err != nil || max <= 0 {
+		return nil, fmt.Errorf("annotation %s=%q is not a positive number of pods", AnnotationMaxMembers, raw), true
+	}
+	own, err := r.PodLeaves(pod)
+	if err != nil {
+		return nil, err, true
+	}
+	slots, cellLess, err := parseMembers(pod.Annotations[AnnotationGroupMembers], int32(own))
+	if err != nil {
+		return nil, err, true
+	}
+	minCount := int64(cellLess)
+	room := map[int64]int32{0: cellLess}
+	for _, m := range slots {
+		minCount += int64(m.PodNumber)
+		room[int64(m.LeafCellNumber)] += m.PodNumber
+	}
+	if max < minCount {
+		return nil, fmt.Errorf("annotation %s=%d is below the gang's minimum of %d pods (annotation %s)", AnnotationMaxMembers, max, minCount, AnnotationGroupMembers), true
+	}
+	if r.lookups.GangPods == nil {
+		return nil, nil, false // no view of the gang's pods: the minimum alone, as a fixed gang
+	}
+	key, _ := GangKeyOf(pod)
+	pods := r.lookups.GangPods(key)
+	leaves := make(map[*v1.Pod]int64, len(pods))
+	for _, p := range pods {
+		n, err := r.PodLeaves(p)
+		if err != nil {
+			if IsAwaiting(err) {
+				return nil, err, true
+			}
+			return nil, fmt.Errorf("%s: its pod %s: %w", what, p.Name, err), true
+		}
+		leaves[p] = n
+	}
+	sorted, _ := minimumOf(pods, int32(len(pods)), leaves, pod, r.lookups.RecordedRole)
+	extra, position := false, 0
+	for _, p := range sorted {
+		n := leaves[p]
+		inMinimum := room[n] > 0
+		if inMinimum {
+			room[n]--
+		} else {
+			position++
+		}
+		if p.UID == pod.UID {
+			extra = !inMinimum
+			break
+		}
+	}
+	if !extra {
+		return nil, nil, false // a member of the minimum: the native form as it is
+	}
+	if int64(position)+minCount > max {
+		return nil, fmt.Errorf("%s has more pods than its %s=%d: this pod is one too many (its minimum is %d)", what, AnnotationMaxMembers, max, minCount), true
+	}
+	if own == 0 {
+		return nil, nil, true // an extra without leaf cells: not hivesched's to place
+	}
+	q := pod.DeepCopy()
+	q.Annotations[AnnotationGroupMembers] = extraShape
+	req, err := Parse(q, r.resource)
+	if err != nil || req == nil {
+		return req, err, true
+	}
+	return asExtra(req, pod), nil, true
 }

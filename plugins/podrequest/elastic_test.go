@@ -99,3 +99,38 @@ func TestExtraGroupNames(t *testing.T) {
 	require.Equal(t, "ns/ray", GangOfExtra("ns/ray+w-1"))
 	require.Empty(t, GangOfExtra("ns/ray"))
 }
+
+// hivesched's own form: group-members is the minimum, max-members the most
+// pods; the minimum is filled as its shape says, the rest are extras of any
+// size, one too many is refused with why.
+func TestNativeElastic(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	mk := func(name string, gpus int64, minutes int) *v1.Pod {
+		p := named(pod(map[string]string{LabelVirtualCluster: "vc1", LabelAffinityGroup: "job"},
+			map[string]string{AnnotationGroupMembers: "2x8", AnnotationMaxMembers: "4"}, gpus), name)
+		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(minutes) * time.Minute))
+		return p
+	}
+	// A 4-GPU pod created first is no member of a 2x8 minimum.
+	small, a, b, c, d := mk("small", 4, 0), mk("a", 8, 1), mk("b", 8, 1), mk("c", 8, 2), mk("d", 8, 3)
+	r := NewResolver(gpu, Lookups{GangPods: gangPods(small, a, b, c, d)})
+	for _, p := range []*v1.Pod{a, b} {
+		req, err := r.Read(p)
+		require.NoError(t, err, p.Name)
+		require.Equal(t, "ns/job", req.Group.Name)
+		require.Equal(t, []cellcore.AffinityGroupMember{{PodNumber: 2, LeafCellNumber: 8}}, req.Group.Members)
+	}
+	for _, p := range []*v1.Pod{small, c} {
+		req, err := r.Read(p)
+		require.NoError(t, err, p.Name)
+		require.Equal(t, "ns/job", req.Group.ExtraOf, p.Name)
+		require.Equal(t, "ns/job+"+p.Name, req.Group.Name)
+	}
+	_, err := r.Read(d)
+	require.ErrorContains(t, err, "has more pods than its hivesched.io/max-members=4: this pod is one too many (its minimum is 2)")
+
+	bad := mk("bad", 8, 0)
+	bad.Annotations[AnnotationMaxMembers] = "1"
+	_, err = NewResolver(gpu, Lookups{GangPods: gangPods(bad)}).Read(bad)
+	require.ErrorContains(t, err, "annotation hivesched.io/max-members=1 is below the gang's minimum of 2 pods")
+}

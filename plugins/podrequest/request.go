@@ -42,6 +42,11 @@ const (
 	// AnnotationGroupMembers is the gang's shape: "4" (four pods, each with
 	// this pod's leaf cell count) or "2x8,1x4" (two pods of 8 and one of 4).
 	AnnotationGroupMembers = "hivesched.io/group-members"
+	// AnnotationMaxMembers makes a native-form gang elastic: the most pods
+	// it may have, its minimum (AnnotationGroupMembers) included. Pods
+	// beyond the minimum are extra pods, placed one by one once the
+	// minimum runs (docs/elastic.md).
+	AnnotationMaxMembers = "hivesched.io/max-members"
 	// AnnotationPriority is the HiveD priority: -1 (opportunistic) to 1000.
 	AnnotationPriority = "hivesched.io/priority"
 	// AnnotationLeafCellType restricts the pod to a leaf cell type (GPU model).
@@ -100,7 +105,7 @@ func Fingerprint(pod *v1.Pod) uint64 {
 		h.WriteString(pod.Labels[k])
 		h.WriteByte(0)
 	}
-	for _, k := range []string{AnnotationGroupMembers, AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption, HivedSpecAnnotation} {
+	for _, k := range []string{AnnotationGroupMembers, AnnotationMaxMembers, AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption, HivedSpecAnnotation} {
 		h.WriteString(pod.Annotations[k])
 		h.WriteByte(0)
 	}

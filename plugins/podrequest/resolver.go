@@ -73,6 +73,7 @@ const (
 	PodGroupGang        GangKind = iota // a scheduler-plugins PodGroup
 	WorkloadGang                        // a Workload API pod group
 	LeaderWorkerSetGang                 // a LeaderWorkerSet replica group (Name: <set>-<index>)
+	NativeElasticGang                   // a native-form gang with annotation hivesched.io/max-members
 )
 
 // GangKeyOf is the gang a pod is counted by (ok false: none).
@@ -85,6 +86,9 @@ func GangKeyOf(pod *v1.Pod) (GangKey, bool) {
 	}
 	if set, index, ok := lwsGroup(pod); ok {
 		return GangKey{Namespace: pod.Namespace, Name: set + "-" + index, Kind: LeaderWorkerSetGang}, true
+	}
+	if name := pod.Labels[LabelAffinityGroup]; name != "" && pod.Annotations[AnnotationMaxMembers] != "" {
+		return GangKey{Namespace: pod.Namespace, Name: name, Kind: NativeElasticGang}, true
 	}
 	return GangKey{}, false
 }
@@ -213,6 +217,9 @@ func (r *Resolver) resolve(pod *v1.Pod) (*Request, error, bool) {
 	}
 	if ag := r.explicitAG(pod); ag != nil {
 		req, err := FromAffinityGroup(pod, ag, r.resource)
+		return req, err, true
+	}
+	if req, err, ok := r.fromNativeElastic(pod); ok {
 		return req, err, true
 	}
 	return r.fromPodGroup(pod)

@@ -16,6 +16,7 @@ import (
 
 	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/plugins/podrequest"
 )
 
 // renamed renames pods (an autoscaler's new worker gets a new name).
@@ -199,6 +200,29 @@ func TestElasticGangs(t *testing.T) {
 		// Now a member goes with no extra left: the gang ends whole.
 		c.deletePods(t, minimum[1:2])
 		c.waitDeleted(t, append(minimum, extra...), 30*time.Second)
+		c.usedIs(t, ns+"-vc", 0)
+	})
+
+	t.Run("hivesched's own form: group-members the minimum, max-members the most", func(t *testing.T) {
+		native := func(name string, n int) []*v1.Pod {
+			pods := renamed(gangPods(ns, "nat", ns+"-vc", 0, n, 8), name)
+			for _, p := range pods {
+				p.Annotations[podrequest.AnnotationGroupMembers] = "2"
+				p.Annotations[podrequest.AnnotationMaxMembers] = "3"
+			}
+			return pods
+		}
+		minimum := native("nat-min", 2)
+		c.createPods(t, minimum)
+		c.waitBound(t, minimum, 30*time.Second)
+		extra := native("nat-extra", 1)
+		c.createPods(t, extra)
+		c.waitBound(t, extra, 30*time.Second)
+		require.Contains(t, c.getPod(t, extra[0]).Annotations[hivesched.AnnotationPlacement], `"extraOf":"el/nat"`)
+		over := native("nat-over", 1)
+		c.createPods(t, over)
+		c.waitEvent(t, over[0], "one too many", 30*time.Second)
+		c.deletePods(t, append(append(minimum, extra...), over...))
 		c.usedIs(t, ns+"-vc", 0)
 	})
 
