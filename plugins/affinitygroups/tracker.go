@@ -124,10 +124,10 @@ type entry struct {
 	// Failed (a member lost while the others ran ends the gang through
 	// MemberLost, a failure).
 	deletedRunning int
-	ended          bool // every pod of a gang that ran was deleted on purpose
-	obj      *hv1.AffinityGroup // the object, as last read or written
-	explicit bool               // created by a user, not by the scheduler
-	owner    *metav1.OwnerReference
+	ended          bool               // every pod of a gang that ran was deleted on purpose
+	obj            *hv1.AffinityGroup // the object, as last read or written
+	explicit       bool               // created by a user, not by the scheduler
+	owner          *metav1.OwnerReference
 
 	reason, message string // what it waits for (PreFilter) or why it ended
 	refused         string // its VC refused it or its request is invalid (Rejected while New)

@@ -135,6 +135,40 @@ func (k *Core) ExtrasOf(gang string) []string {
 	return out
 }
 
+// promotionBlocked says why extra x's leaves cannot become gang g's ("" if
+// they can): a downgraded extra holds cells outside the VC's (or a
+// downgraded gang's extra inside them); an extra placed before its gang
+// was placed anew (rolled back, recovered) may lie outside the gang's
+// keyed cell, which the gang's constraint forbids.
+func promotionBlocked(g, x *AffinityGroup) string {
+	if x.opportunistic() != g.opportunistic() {
+		return "one runs as opportunistic, the other does not"
+	}
+	if len(x.placement) == 0 || len(x.placement[0]) == 0 {
+		return "the extra holds no cells"
+	}
+	if gangChain(g) != x.placement[0][0].chain {
+		return "the extra runs on another chain"
+	}
+	if kc := gangKeyedCell(g); kc != nil {
+		for _, c := range x.placement[0] {
+			if ancestorAt(c, int(kc.level)) != kc {
+				return fmt.Sprintf("the extra lies outside the gang's %s cell %s", g.spec.WithinTopologyKey, kc.ID())
+			}
+		}
+	}
+	return ""
+}
+
+// CanPromote says whether extra (an Allocated extra pod of gang) could take
+// a slot of gang's of its size (PromoteExtra's checks but the slot).
+func (k *Core) CanPromote(gang, extra string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	g, x := k.groups[gang], k.groups[extra]
+	return g != nil && x != nil && x.spec.ExtraOf == gang && g.state == AGAllocated && x.state == AGAllocated && promotionBlocked(g, x) == ""
+}
+
 // PromoteExtra is what keeps an elastic gang at its minimum when a running
 // member goes: the slot of the member podKey (its pod deleted, or being
 // deleted) takes extra's pod and leaves, its own leaves go Free (cell e1),
@@ -155,10 +189,8 @@ func (k *Core) PromoteExtra(gang, podKey, extra string) (PodPlacement, error) {
 	if g.state != AGAllocated || x.state != AGAllocated {
 		return PodPlacement{}, fmt.Errorf("promote %q (%s) into %q (%s): both must be Allocated", extra, x.state, gang, g.state)
 	}
-	if x.opportunistic() != g.opportunistic() {
-		// A downgraded extra holds cells outside the VC's (or a downgraded
-		// gang's extra inside them): its leaves are not the gang's kind.
-		return PodPlacement{}, fmt.Errorf("promote %q into %q: one runs as opportunistic, the other does not", extra, gang)
+	if why := promotionBlocked(g, x); why != "" {
+		return PodPlacement{}, fmt.Errorf("promote %q into %q: %s", extra, gang, why)
 	}
 	slot := -1
 	for i, s := range g.slots {

@@ -54,7 +54,7 @@ func (m *modelRun) promoteOne(gang string) {
 	}
 	for _, x := range m.k.ExtrasOf(gang) {
 		xs, ok := m.k.AffinityGroupStatus(x)
-		if !ok || xs.State != AGAllocated || len(xs.Pods) != 1 || xs.Pods[0].PodKey == "" || xs.Downgraded != st.Downgraded {
+		if !ok || xs.State != AGAllocated || len(xs.Pods) != 1 || xs.Pods[0].PodKey == "" || !m.k.CanPromote(gang, x) {
 			continue
 		}
 		for _, p := range st.Pods {

@@ -148,7 +148,7 @@ func (p *HiveSched) promotableExtra(gang string, lost *v1.Pod) (promotion, bool)
 	}
 	for _, x := range p.core.ExtrasOf(gang) {
 		st, ok := p.core.AffinityGroupStatus(x)
-		if !ok || st.State != cellcore.AGAllocated || st.Downgraded || len(st.Pods) != 1 || st.Pods[0].LeafCellNumber != req.LeafCellNumber {
+		if !ok || st.State != cellcore.AGAllocated || len(st.Pods) != 1 || st.Pods[0].LeafCellNumber != req.LeafCellNumber || !p.core.CanPromote(gang, x) {
 			continue
 		}
 		for _, xp := range p.groups.Pods(x) {
