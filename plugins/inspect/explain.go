@@ -45,6 +45,17 @@ func (s *Server) group(name string, full bool) (iv1.AffinityGroup, []cellcore.Gr
 		g.Pods = append(g.Pods, iv1.Pod{Name: names[pp.PodKey], Node: pp.Node, LeafCellType: pp.LeafCellType,
 			LeafCellNumber: pp.LeafCellNumber, LeafCellIndices: pp.LeafCellIndices})
 	}
+	g.ExtraOf = podrequest.GangOfExtra(name)
+	if g.ExtraOf == "" {
+		for _, x := range s.core.ExtrasOf(name) {
+			g.ExtraPods++
+			for _, pod := range s.groups.Pods(x) {
+				if pod.Spec.NodeName != "" {
+					g.BoundExtraPods++
+				}
+			}
+		}
+	}
 	return g, holders, true
 }
 

@@ -183,6 +183,13 @@ type AffinityGroup struct {
 	CreatedPods int32      `json:"createdPods,omitempty"`
 	BoundPods   int32      `json:"boundPods,omitempty"`
 	Created     *time.Time `json:"created,omitempty"`
+
+	// Elastic gangs (docs/elastic.md): an extra pod's group names its gang
+	// (ExtraOf); a gang counts its extra pods that hold cells, and how
+	// many of those are bound.
+	ExtraOf        string `json:"extraOf,omitempty"`
+	ExtraPods      int32  `json:"extraPods,omitempty"`
+	BoundExtraPods int32  `json:"boundExtraPods,omitempty"`
 }
 
 // Pod is one member's placement.

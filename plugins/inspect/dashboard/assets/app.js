@@ -571,7 +571,10 @@
     const rows = groups.map((g) => {
       const waiting = g.state === 'Pending' || g.state === 'Preempting' || (!g.state && !FINISHED.has(g.phase));
       const prio = g.downgraded ? `${g.priority} (downgraded)` : String(g.priority);
-      const members = `${g.boundPods || 0}/${g.createdPods || 0}` + (g.memberPods && g.memberPods !== g.createdPods ? ` of ${g.memberPods}` : '');
+      let members = `${g.boundPods || 0}/${g.createdPods || 0}` + (g.memberPods && g.memberPods !== g.createdPods ? ` of ${g.memberPods}` : '');
+      // An elastic gang: its minimum, then its extra pods (docs/elastic.md).
+      if (g.extraPods) members = `${members} min, +${g.boundExtraPods || 0}/${g.extraPods} extra`;
+      if (g.extraOf) members = `${members} (extra of ${g.extraOf})`;
       const placed = (g.pods || []).some((p) => p.node);
       const selected = S.highlight && S.highlight.group === g.name;
       return `<tr class="${waiting ? 'waiting' : ''}" data-group="${esc(g.name)}"><th scope="row">${esc(g.name)}</th><td>${esc(g.virtualCluster || '')}</td>` +
