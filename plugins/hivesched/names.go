@@ -16,6 +16,7 @@ const (
 	LabelVirtualCluster           = podrequest.LabelVirtualCluster
 	LabelAffinityGroup            = podrequest.LabelAffinityGroup
 	AnnotationGroupMembers        = podrequest.AnnotationGroupMembers
+	AnnotationMaxMembers          = podrequest.AnnotationMaxMembers
 	AnnotationPriority            = podrequest.AnnotationPriority
 	AnnotationLeafCellType        = podrequest.AnnotationLeafCellType
 	AnnotationPinnedCell          = podrequest.AnnotationPinnedCell

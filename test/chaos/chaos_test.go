@@ -105,6 +105,8 @@ type figures struct {
 	WorkloadGangs               int               `json:"workloadGangs"` // of Gangs, written as Workload API pod groups
 	GangsDeleted                int               `json:"gangsDeletedByDriver"`
 	GangsPreempted              int               `json:"gangsPreempted"`
+	ExtrasCreated               int               `json:"extraPodsCreated"`
+	ExtrasDeleted               int               `json:"extraPodsDeletedByDriver"`
 	PodsCreated                 int               `json:"podsCreated"`
 	PodsBound                   int               `json:"podsBound"`
 	VictimDeletions             int               `json:"victimPodDeletions"`
@@ -721,6 +723,7 @@ func (h *harness) report() {
 	c.Lock()
 	h.fig.Gangs, h.fig.WorkloadGangs, h.fig.GangsDeleted, h.fig.GangsPreempted, h.fig.PodsCreated, h.fig.APIErrors =
 		c.submitted, c.workloadGangs, c.deleted, c.preempted, c.podsCreated, c.apiErrors
+	h.fig.ExtrasCreated, h.fig.ExtrasDeleted = c.extrasCreated, c.extrasDeleted
 	c.Unlock()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -736,6 +739,7 @@ func (h *harness) report() {
 			f.KillsByMoment, f.KillsLeavingPartialGang, f.KillsWithVictimsTerminating),
 		fmt.Sprintf("gangs submitted %d (%d as Workload API pod groups), deleted by the driver %d, preempted (all pods gone) %d; pods created %d, bound %d; victim pod deletions %d; driver API errors %d",
 			f.Gangs, f.WorkloadGangs, f.GangsDeleted, f.GangsPreempted, f.PodsCreated, f.PodsBound, f.VictimDeletions, f.APIErrors),
+		fmt.Sprintf("elastic gangs: extra pods added %d, deleted by the driver %d (docs/elastic.md)", f.ExtrasCreated, f.ExtrasDeleted),
 		fmt.Sprintf("takeover (kill to the standby's lease): %s", stats(f.TakeoverMS)),
 		fmt.Sprintf("recovered (kill to the new leader's state rebuilt): %s", stats(f.RecoveredMS)),
 		fmt.Sprintf("unplanned replica exits (lost lease): %d; kube-apiserver: %s; node: %s", f.UnplannedExits, f.APIServerRestart, f.NodeRemoved),

@@ -86,8 +86,17 @@ type gang struct {
 	// workload: written as a Workload API PodGroup (gang policy, the VC
 	// and hivesched's annotations on the PodGroup) and pods that name it.
 	workload bool
-	created  time.Time
+	// elastic: a native gang with hivesched.io/max-members (n+2); a
+	// Workload API gang takes extras beyond its minCount as it is.
+	elastic bool
+	created time.Time
+	// extras: the extra pods the driver added (docs/elastic.md), each a
+	// one-pod group of its own for the checks (its own labelGang).
+	extras []string
 }
+
+// maxExtras bounds the extra pods the driver adds to one gang.
+const maxExtras = 2
 
 func (g *gang) key() string { return g.ns + "/" + g.name }
 
@@ -124,6 +133,9 @@ func (g *gang) pods() []*v1.Pod {
 		} else {
 			for k, v := range g.annotations() {
 				p.Annotations[k] = v
+			}
+			if g.elastic {
+				p.Annotations[hivesched.AnnotationMaxMembers] = fmt.Sprint(g.n + maxExtras)
 			}
 		}
 		p.Labels[labelChaos] = "true"
@@ -162,6 +174,7 @@ type churn struct {
 	stats struct {
 		sync.Mutex
 		submitted, deleted, preempted, podsCreated, apiErrors, workloadGangs int
+		extrasCreated, extrasDeleted                                         int
 	}
 }
 
@@ -198,6 +211,14 @@ func (c *churn) step(ctx context.Context) {
 	c.retryDeletes(ctx)
 	c.forgetPreempted()
 	n := len(c.live)
+	switch r := c.rng.Intn(100); {
+	case r < 12:
+		c.addExtra(ctx) // a worker the autoscaler adds
+		return
+	case r < 18:
+		c.deleteExtra(ctx) // and one it removes
+		return
+	}
 	if n < minLive || (n < maxLive && c.rng.Intn(100) < 60) {
 		c.submit(ctx)
 	} else {
@@ -220,8 +241,10 @@ func (c *churn) submit(ctx context.Context) {
 		g.lazy = c.rng.Intn(3) == 0
 	}
 	// A third of the gangs are written as Workload API pod groups: they go
-	// through Kubernetes 1.37's pod-group scheduling cycle.
+	// through Kubernetes 1.37's pod-group scheduling cycle. Half the native
+	// ones are elastic (max-members); Workload API gangs always are.
 	g.workload = c.rng.Intn(3) == 0
+	g.elastic = !g.workload && c.rng.Intn(2) == 0
 	failed := false
 	if g.workload {
 		if _, err := c.h.kube.SchedulingV1beta1().PodGroups(g.ns).Create(ctx, g.podGroup(), metav1.CreateOptions{}); err != nil {
@@ -320,6 +343,10 @@ func (c *churn) deleteGang(ctx context.Context, g *gang) {
 	for i := 0; i < g.n; i++ {
 		c.undeleted = append(c.undeleted, [2]string{g.ns, fmt.Sprintf("%s-%d", g.name, i)})
 	}
+	for _, x := range g.extras {
+		c.undeleted = append(c.undeleted, [2]string{g.ns, x})
+	}
+	g.extras = nil
 	if g.workload {
 		c.undeletedPodGroups = append(c.undeletedPodGroups, [2]string{g.ns, g.name})
 	}
@@ -350,4 +377,84 @@ func (c *churn) retryDeletes(ctx context.Context) {
 		}
 	}
 	c.undeletedPodGroups = pgFailed
+}
+
+// addExtra adds an extra pod to a random live elastic gang whose minimum is
+// bound (as Ray's autoscaler adds a worker to a running cluster): of the
+// gang's size or of one GPU, written in the gang's form.
+func (c *churn) addExtra(ctx context.Context) {
+	var cands []*gang
+	for _, g := range c.gangs() {
+		if (g.workload || g.elastic) && len(g.extras) < maxExtras {
+			bound := 0
+			for _, p := range c.h.podsOf(g) {
+				if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+					bound++
+				}
+			}
+			if bound == g.n {
+				cands = append(cands, g)
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	g := cands[c.rng.Intn(len(cands))]
+	gpus := g.gpus
+	if c.rng.Intn(2) == 0 {
+		gpus = 1
+	}
+	c.seq++
+	name := fmt.Sprintf("%s-x%d", g.name, c.seq)
+	p := util.GangPods(g.ns, g.name, g.vc, g.priority, 1, gpus, "hivesched")[0]
+	p.Name = name
+	if g.workload {
+		p.Labels = map[string]string{}
+		p.Annotations = map[string]string{}
+		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &g.name}
+	} else {
+		for k, v := range g.annotations() {
+			p.Annotations[k] = v
+		}
+		p.Annotations[hivesched.AnnotationGroupMembers] = fmt.Sprintf("%dx%d", g.n, g.gpus)
+		p.Annotations[hivesched.AnnotationMaxMembers] = fmt.Sprint(g.n + maxExtras)
+	}
+	// For the checks, an extra is a gang of one pod (it is a one-pod
+	// group of its own in the core).
+	p.Labels[labelChaos] = "true"
+	p.Labels[labelGang] = name
+	p.Annotations[annotationMembers] = "1"
+	_, err := c.h.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+	c.stats.Lock()
+	defer c.stats.Unlock()
+	if err != nil {
+		c.stats.apiErrors++
+		return
+	}
+	c.stats.podsCreated++
+	c.stats.extrasCreated++
+	g.extras = append(g.extras, name)
+}
+
+// deleteExtra deletes a random extra pod of a live gang (the autoscaler
+// removing an idle worker): never a loss of its gang's.
+func (c *churn) deleteExtra(ctx context.Context) {
+	var cands []*gang
+	for _, g := range c.gangs() {
+		if len(g.extras) > 0 {
+			cands = append(cands, g)
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	g := cands[c.rng.Intn(len(cands))]
+	i := c.rng.Intn(len(g.extras))
+	c.undeleted = append(c.undeleted, [2]string{g.ns, g.extras[i]})
+	g.extras = append(g.extras[:i], g.extras[i+1:]...)
+	c.stats.Lock()
+	c.stats.extrasDeleted++
+	c.stats.Unlock()
+	c.retryDeletes(ctx)
 }
