@@ -422,9 +422,28 @@ func (x *Index) untrackLocked(pod *v1.Pod) (*podrequest.Request, bool) {
 	return e.req, false
 }
 
-// RecordedRole says which part of its gang a pod was placed as
-// (podrequest.Lookups.RecordedRole): a bound pod's request is the one it
-// was placed with (its record's, after a restart), kept for good.
+// ReadAgain drops the kept read of a valid, unpinned request so that the
+// pod is read again (an elastic gang's unbound extra whose gang lost a
+// member of its minimum before it was placed: the extra may be a member
+// now). The pod leaves its group; Track reads it and tracks it anew. It
+// reports whether there was such a read.
+func (x *Index) ReadAgain(pod *v1.Pod) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	e, ok := x.parsed[pod.UID]
+	if !ok || e.req == nil || e.err != nil || e.pinned {
+		return false
+	}
+	x.untrackLocked(pod)
+	x.readSeq++
+	x.parsed[pod.UID] = parsedPod{seq: x.readSeq}
+	return true
+}
+
+// RecordedRole says which part of its gang a pod was read or placed as
+// (podrequest.Lookups.RecordedRole): a pod's request, once valid, is kept
+// (a bound pod's is the one it was placed with, its record's after a
+// restart).
 func (x *Index) RecordedRole(pod *v1.Pod) podrequest.Role {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -218,3 +218,49 @@ func (s *promotions) forgetPromoted(uid types.UID) {
 	delete(s.records, uid)
 	delete(s.byLost, uid)
 }
+
+// rereadExtras: a pod of a gang went (or is going) before the gang was
+// placed; its unbound extras, read as extras while the gang's minimum was
+// whole, are read again (one may be a member of the minimum now) and sent
+// back to the queue. A placed gang's extras stay what they are: a member
+// it loses is replaced by promotion, or the gang ends whole.
+func (p *HiveSched) rereadExtras(logger klog.Logger, gone *v1.Pod) {
+	key, ok := podrequest.GangKeyOf(gone)
+	if !ok {
+		return
+	}
+	if req, err, ok := p.groups.Cached(gone); !ok || err != nil || req == nil || req.Group.ExtraOf != "" {
+		return // not read as a member of a gang's minimum
+	}
+	var again map[string]*v1.Pod
+	for _, q := range p.groups.GangPods(key) {
+		if q.UID == gone.UID || q.Spec.NodeName != "" {
+			continue
+		}
+		req, err, ok := p.groups.Cached(q)
+		if !ok || err != nil || req == nil || req.Group.ExtraOf == "" {
+			continue
+		}
+		if st, ok := p.core.AffinityGroupState(req.Group.ExtraOf); ok && st != cellcore.AGPending {
+			return // the gang is placed (or preempting for its cells)
+		}
+		if st, ok := p.core.AffinityGroupState(req.Group.Name); ok && st != cellcore.AGPending {
+			continue // the extra holds cells: on its way to its node
+		}
+		if !p.groups.ReadAgain(q) {
+			continue
+		}
+		if _, err := p.core.DeleteAffinityGroup(req.Group.Name); err != nil {
+			logger.Error(err, "dropping an extra pod's waiting group", "group", req.Group.Name)
+		}
+		p.groups.Track(q)
+		if again == nil {
+			again = map[string]*v1.Pod{}
+		}
+		again[q.Namespace+"/"+q.Name] = q
+	}
+	if len(again) > 0 {
+		logger.V(2).Info("a gang lost a pod before it was placed: its extra pods are read again", "pod", klog.KObj(gone), "extras", len(again))
+		p.handle.Activate(logger, again)
+	}
+}

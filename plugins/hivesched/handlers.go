@@ -164,6 +164,11 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		return
 	}
 	p.groups.NoteGangPod(pod, deleted)
+	if deleted || pod.DeletionTimestamp != nil {
+		// An elastic gang not placed yet lost a pod: its extras may be
+		// members now (elastic.go).
+		p.rereadExtras(logger, pod)
+	}
 	if !deleted && podrequest.MayAsk(pod, p.resource) {
 		// Read the request here, outside every lock (the recovery gate's
 		// below, the queue's in the framework's callbacks, which only

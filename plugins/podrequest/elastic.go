@@ -18,12 +18,15 @@ import (
 // minimum runs (a one-pod affinity group of its own, spec.ExtraOf naming
 // the gang). Which pods make the minimum:
 //
-//  1. the pods placed in it (their placement record names the gang);
+//  1. the pods placed in it (their placement record names the gang), and
+//     those read as its members before (a read is kept: the pods a
+//     controller creates at once may reach the scheduler in another order
+//     than their names sort, and the first read decides);
 //  2. if fewer than the minimum are placed in it (a member is gone and an
 //     extra of its size was promoted into its slot, PromoteExtra, before
-//     its record says so), the pods placed as extras, oldest first; but
-//     while the minimum is whole, a pod placed as an extra stays one,
-//     whatever is created after it;
+//     its record says so), the pods placed (bound) as extras, oldest
+//     first; but while the minimum is whole, a pod placed as an extra
+//     stays one, whatever is created after it;
 //  3. then the pods not placed yet, oldest first (creationTimestamp), so
 //     that pods an autoscaler adds later are the extras; of pods created
 //     in the same second, those without leaf cells first (a Ray head, an
@@ -63,10 +66,14 @@ func GangOfExtra(group string) string {
 // order above) and says whether pod is beyond it (an extra).
 func minimumOf(pods []*v1.Pod, minCount int32, leaves map[*v1.Pod]int64, pod *v1.Pod, role func(*v1.Pod) Role) ([]*v1.Pod, bool) {
 	roleOf := func(p *v1.Pod) Role {
-		if role == nil || p.Spec.NodeName == "" {
+		if role == nil {
 			return RoleNone
 		}
-		return role(p)
+		r := role(p)
+		if r == RoleExtra && p.Spec.NodeName == "" {
+			return RoleNone // an extra not placed yet may still be a member
+		}
+		return r
 	}
 	rank := func(p *v1.Pod) int {
 		switch roleOf(p) {

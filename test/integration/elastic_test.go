@@ -203,6 +203,29 @@ func TestElasticGangs(t *testing.T) {
 		c.usedIs(t, ns+"-vc", 0)
 	})
 
+	t.Run("a member deleted before its gang is placed: an extra takes its place in the minimum", func(t *testing.T) {
+		hold := gangPods(ns, "hold", ns+"-vc", 0, 3, 8) // the VC's three nodes
+		c.createPods(t, hold)
+		c.waitBound(t, hold, 30*time.Second)
+		_, err := pgc.SchedulingV1alpha1().PodGroups(ns).Create(t.Context(), &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "early", Labels: vcLabel},
+			Spec: pgv1alpha1.PodGroupSpec{MinMember: 2}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pods := renamed(podGroupPods(ns, "early", 3, 8, nil), "early")
+		c.createPods(t, pods[:2])
+		time.Sleep(1100 * time.Millisecond) // the third is younger: the extra
+		c.createPods(t, pods[2:])
+		c.failedScheduling(t, pods[2], `waits for the gang's minimum to be placed`, 30*time.Second)
+		c.deletePods(t, pods[:1])
+		c.deletePods(t, hold)
+		nodes := c.waitBound(t, pods[1:], 30*time.Second)
+		require.NotEqual(t, nodes[0], nodes[1])
+		rec := c.getPod(t, pods[2]).Annotations[hivesched.AnnotationPlacement]
+		require.NotContains(t, rec, "extraOf", "the former extra is a member of the minimum now: %s", rec)
+		require.Contains(t, rec, `"group":"el/early"`)
+		c.deletePods(t, pods[1:])
+		c.usedIs(t, ns+"-vc", 0)
+	})
+
 	t.Run("hivesched's own form: group-members the minimum, max-members the most", func(t *testing.T) {
 		native := func(name string, n int) []*v1.Pod {
 			pods := renamed(gangPods(ns, "nat", ns+"-vc", 0, n, 8), name)
