@@ -2,7 +2,10 @@
 # KubeRay's operator on the local cluster of hack/local-up.sh, in its
 # scheduler-plugins mode (--batch-scheduler=scheduler-plugins): for a
 # RayCluster labelled ray.io/gang-scheduling-enabled it creates a
-# scheduler-plugins PodGroup (minMember = head + workers) and labels the
+# scheduler-plugins PodGroup (minMember = the head + each worker group's
+# replicas clamped to [minReplicas, maxReplicas], when it creates it; never
+# updated: workers added later are extra pods of an elastic gang,
+# docs/elastic.md) and labels the
 # pods with it; for every RayCluster it overwrites each pod's schedulerName
 # with scheduler-plugins-scheduler, a name fixed in its code. hivesched must
 # therefore answer to that name: run the cluster with

@@ -164,6 +164,18 @@ type AffinityGroupStatus struct {
 	Pods           []PodPlacement
 }
 
+// AffinityGroupIncarnation is a number that differs for every group the
+// core creates, even of the same name: a decision about a group taken a
+// while ago (a member lost 2 s ago) applies only to the same incarnation.
+func (k *Core) AffinityGroupIncarnation(name string) (uint64, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if g := k.groups[name]; g != nil {
+		return g.seq, true
+	}
+	return 0, false
+}
+
 // AffinityGroupState returns a group's state (cheap: no placement copied).
 func (k *Core) AffinityGroupState(name string) (AGState, bool) {
 	k.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,26 +65,38 @@ type promotions struct {
 	// records: the placement record a promoted pod has now, until its
 	// annotation says so (the record writer's promotedRecord).
 	records map[types.UID]placement.Record
-	// settled: lost members whose slot an extra took (endLostGang, which
-	// may run after the promotion, leaves their gang alone).
-	settled map[types.UID]bool
+	// settled: lost members whose slot an extra took, and when
+	// (endLostGang, which may run after the promotion, once per event seen
+	// of the member's deletion, leaves their gang alone); kept for
+	// settledKept.
+	settled map[types.UID]time.Time
 }
+
+// settledKept is how long a promotion is remembered: longer than every
+// loss timer its member's deletion events may have started (lossSettle,
+// and the informer's lag).
+const settledKept = time.Minute
 
 func (s *promotions) markSettled(lost types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.settled == nil {
-		s.settled = map[types.UID]bool{}
+	now := time.Now()
+	for uid, at := range s.settled {
+		if now.Sub(at) > settledKept {
+			delete(s.settled, uid)
+		}
 	}
-	s.settled[lost] = true
+	if s.settled == nil {
+		s.settled = map[types.UID]time.Time{}
+	}
+	s.settled[lost] = now
 }
 
-// wasSettled reports (once) that an extra took the lost member's slot.
+// wasSettled reports that an extra took the lost member's slot.
 func (s *promotions) wasSettled(lost types.UID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ok := s.settled[lost]
-	delete(s.settled, lost)
+	_, ok := s.settled[lost]
 	return ok
 }
 

@@ -125,6 +125,7 @@ func (p *HiveSched) settleLost(logger klog.Logger, pod *v1.Pod, group string) {
 	if st, ok := p.core.AffinityGroupState(group); !ok || st != cellcore.AGAllocated || p.binds.retries.GaveUp(group) {
 		return
 	}
+	inc, _ := p.core.AffinityGroupIncarnation(group)
 	time.AfterFunc(lossSettle, func() {
 		if p.lost.ctx.Err() != nil {
 			return
@@ -145,7 +146,7 @@ func (p *HiveSched) settleLost(logger klog.Logger, pod *v1.Pod, group string) {
 			}
 		}
 		if how != "" {
-			p.endLostGang(logger, pod, group, how)
+			p.endLostGang(logger, pod, group, how, inc)
 		}
 	})
 }
@@ -157,16 +158,25 @@ func (p *HiveSched) memberLost(logger klog.Logger, pod *v1.Pod, group, how strin
 	if p.lost.ending(group) != "" || podrequest.GangOfExtra(group) != "" {
 		return // an extra pod of an elastic gang is no member of its minimum: its gang runs on
 	}
+	inc, ok := p.core.AffinityGroupIncarnation(group)
+	if !ok {
+		return
+	}
 	time.AfterFunc(lossSettle, func() {
 		if p.lost.ctx.Err() == nil {
-			p.endLostGang(logger, pod, group, how)
+			p.endLostGang(logger, pod, group, how, inc)
 		}
 	})
 }
 
 // endLostGang deletes the members of a gang that lost one, but those on
 // their way out already (a whole gang deleted by its owner leaves none).
-func (p *HiveSched) endLostGang(logger klog.Logger, pod *v1.Pod, group, how string) {
+// inc is the group's incarnation when the loss was seen: a group of the
+// same name created since (the owner's new pods, placed anew) lost nothing.
+func (p *HiveSched) endLostGang(logger klog.Logger, pod *v1.Pod, group, how string, inc uint64) {
+	if cur, ok := p.core.AffinityGroupIncarnation(group); !ok || cur != inc {
+		return
+	}
 	if podrequest.GangOfExtra(group) != "" {
 		return // an extra pod going is never a loss (elastic gangs)
 	}

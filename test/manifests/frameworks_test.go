@@ -3,6 +3,7 @@ package manifests
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -49,8 +50,9 @@ type rayClusterSample struct {
 	Kind       string            `json:"kind"`
 	Metadata   metav1.ObjectMeta `json:"metadata"`
 	Spec       struct {
-		RayVersion    string `json:"rayVersion"`
-		HeadGroupSpec struct {
+		RayVersion              string `json:"rayVersion"`
+		EnableInTreeAutoscaling bool   `json:"enableInTreeAutoscaling,omitempty"`
+		HeadGroupSpec           struct {
 			RayStartParams map[string]string      `json:"rayStartParams"`
 			Template       corev1.PodTemplateSpec `json:"template"`
 		} `json:"headGroupSpec"`
@@ -186,6 +188,57 @@ func TestRayClusterSample(t *testing.T) {
 	}
 	requireGang(t, &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: rc.Metadata.Name, Namespace: rc.Metadata.Namespace},
 		Spec: pgv1alpha1.PodGroupSpec{MinMember: int32(len(pods))}}, pods)
+}
+
+// TestRayClusterAutoscalingSample (issue 46): the autoscaling sample is an
+// elastic gang: KubeRay's PodGroup counts the head and the worker group's
+// replicas at creation (its minReplicas), so the minimum is the head and one
+// 8-GPU worker, and the workers the autoscaler adds up to maxReplicas are
+// extra pods, each a one-pod group of its own tied to the gang.
+func TestRayClusterAutoscalingSample(t *testing.T) {
+	docs := documents(t, "manifests", "samples", "raycluster-autoscaling.yaml")
+	require.Len(t, docs, 1)
+	var rc rayClusterSample
+	require.NoError(t, sigsyaml.UnmarshalStrict(docs[0], &rc))
+	require.Equal(t, "RayCluster", rc.Kind)
+	require.Contains(t, rc.Metadata.Labels, "ray.io/gang-scheduling-enabled")
+	require.True(t, rc.Spec.EnableInTreeAutoscaling, "Ray's autoscaler scales it")
+	require.Len(t, rc.Spec.WorkerGroupSpecs, 1)
+	g := rc.Spec.WorkerGroupSpecs[0]
+	require.Equal(t, g.MinReplicas, g.Replicas, "created at its minimum: KubeRay's minMember counts replicas at creation")
+	require.Less(t, g.MinReplicas, g.MaxReplicas, "a worker group that grows")
+	require.Equal(t, "vc-vision", rc.Spec.HeadGroupSpec.Template.Labels[hivesched.LabelVirtualCluster])
+	require.Equal(t, "vc-vision", g.Template.Labels[hivesched.LabelVirtualCluster])
+	head := podsOf(rc.Spec.HeadGroupSpec.Template, rc.Metadata.Namespace, rc.Metadata.Name+"-head", 1)
+	workers := podsOf(g.Template, rc.Metadata.Namespace, rc.Metadata.Name+"-"+g.GroupName, g.MaxReplicas)
+	for i, p := range workers {
+		p.CreationTimestamp = metav1.NewTime(time.Date(2026, 12, 7, 0, i, 0, 0, time.UTC)) // the autoscaler adds them one by one
+	}
+	pods := append(head, workers...)
+	for _, p := range pods {
+		p.Labels[pgv1alpha1.PodGroupLabel] = rc.Metadata.Name
+		p.Spec.SchedulerName = "scheduler-plugins-scheduler"
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, indexer.Add(&pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: rc.Metadata.Name, Namespace: rc.Metadata.Namespace},
+		Spec: pgv1alpha1.PodGroupSpec{MinMember: 1 + g.Replicas}}))
+	lister := pglisters.NewPodGroupLister(indexer)
+	resolver := podrequest.NewResolver("nvidia.com/gpu", podrequest.Lookups{
+		PodGroups: func() pglisters.PodGroupLister { return lister },
+		GangPods:  func(podrequest.GangKey) []*corev1.Pod { return pods },
+	})
+	gang := rc.Metadata.Namespace + "/" + rc.Metadata.Name
+	for i, p := range pods {
+		req, err := resolver.Read(p)
+		require.NoError(t, err, p.Name)
+		if i < int(1+g.Replicas) {
+			require.Equal(t, gang, req.Group.Name, "%s: a member of the minimum", p.Name)
+			require.Equal(t, "1x8,1x0", podrequest.Shape(req))
+		} else {
+			require.Equal(t, gang, req.Group.ExtraOf, "%s: an extra pod", p.Name)
+			require.Equal(t, int32(8), req.LeafCellNumber)
+		}
+	}
 }
 
 // TestJobSetSample: the sample's own PodGroup (with the VC label) counts
