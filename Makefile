@@ -56,7 +56,8 @@ conformance-full:
 ## first time), on the local cluster (brought up if it is not): JobSet v0.12.0's controller
 ## (hack/local-jobset.sh), Kubeflow Trainer v2.3.0's (hack/local-trainer.sh), LeaderWorkerSet v0.8.0's
 ## (hack/local-lws.sh) and Kueue v0.17.0's (hack/local-kueue.sh), TestJobSet, TestTrainer, TestLeaderWorkerSet
-## and TestKueue, then KubeRay v1.5.0's operator (hack/local-kuberay.sh, scheduler-plugins mode) and TestKubeRay, with the
+## and TestKueue, then KubeRay v1.5.0's operator (hack/local-kuberay.sh, scheduler-plugins mode), TestKubeRay and
+## TestKubeRayAutoscaling and TestKubeRayAutoscalingPromotion (elastic gangs: a worker group scaled as Ray's autoscaler does), with the
 ## hivesched profile renamed to scheduler-plugins-scheduler (the name KubeRay writes into every pod;
 ## HIVESCHED_SCHEDULER_NAME) while it runs, and named hivesched again after
 .PHONY: e2e-frameworks
@@ -72,7 +73,7 @@ e2e-frameworks:
 	HIVESCHED_SCHEDULER_NAME=scheduler-plugins-scheduler bash hack/local-up.sh; \
 		bash hack/local-kuberay.sh && \
 		HIVESCHED_E2E_KUBECONFIG=$(LOCAL_DIR)/kubeconfig HIVESCHED_E2E_FRAMEWORKS=1 \
-		$(GO) test -count=1 -v -timeout 10m -run '^TestKubeRay$$' ./test/e2e/; st=$$?; \
+		$(GO) test -count=1 -v -timeout 10m -run '^(TestKubeRay|TestKubeRayAutoscaling|TestKubeRayAutoscalingPromotion)$$' ./test/e2e/; st=$$?; \
 		bash hack/local-up.sh; exit $$st
 
 ## kubeflow: build Kubeflow's training-operator v1.8.1 (a throwaway module in _output/kubeflow), install its

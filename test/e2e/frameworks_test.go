@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,9 +16,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
 	"github.com/hivesched/hivesched/plugins/hivesched"
 	"github.com/hivesched/hivesched/plugins/placement"
 	"github.com/hivesched/hivesched/test/util"
@@ -312,6 +317,21 @@ func profileName(t *testing.T, e *env) string {
 	return m[1]
 }
 
+// kubeRayReady skips (or, with envFrameworks set, fails) a KubeRay test
+// unless KubeRay's operator runs and the local hivesched profile answers to
+// the schedulerName KubeRay writes into its pods.
+func kubeRayReady(t *testing.T, e *env) {
+	t.Helper()
+	operatorReady(t, e, "KubeRay's operator", "KUBERAY_PROBE_PORT", envFrameworks, "hack/local-kuberay.sh (make e2e-frameworks)")
+	if name := profileName(t, e); name != kubeRaySchedulerName {
+		msg := fmt.Sprintf("the local hivesched profile is %q; KubeRay's pods ask for %q: bring the cluster up with HIVESCHED_SCHEDULER_NAME=%s (make e2e-frameworks does)", name, kubeRaySchedulerName, kubeRaySchedulerName)
+		if os.Getenv(envFrameworks) != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+}
+
 // TestKubeRay (issue 39): manifests/samples/raycluster.yaml through KubeRay
 // v1.5.0's operator in its scheduler-plugins mode (hack/local-kuberay.sh):
 // one scheduler-plugins PodGroup of minMember head + workers, every pod's
@@ -322,14 +342,7 @@ func profileName(t *testing.T, e *env) string {
 // its head included, and binds whole once the first is deleted.
 func TestKubeRay(t *testing.T) {
 	e := setup(t)
-	operatorReady(t, e, "KubeRay's operator", "KUBERAY_PROBE_PORT", envFrameworks, "hack/local-kuberay.sh (make e2e-frameworks)")
-	if name := profileName(t, e); name != kubeRaySchedulerName {
-		msg := fmt.Sprintf("the local hivesched profile is %q; KubeRay's pods ask for %q: bring the cluster up with HIVESCHED_SCHEDULER_NAME=%s (make e2e-frameworks does)", name, kubeRaySchedulerName, kubeRaySchedulerName)
-		if os.Getenv(envFrameworks) != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	kubeRayReady(t, e)
 	racks := topCells(t, e.root)
 	sel := func(name string) string { return "ray.io/cluster=" + name }
 	del := func(names ...string) {
@@ -379,6 +392,263 @@ func TestKubeRay(t *testing.T) {
 	b := e.waitPods(t, "vision", sel("ray-b"), 4, 90*time.Second, "Running", running)
 	check("ray-b", b)
 	t.Logf("RayCluster ray-b bound whole after ray-a was deleted: from the delete's start: %v", clockB.times(t, released, b))
+}
+
+// rayScale does to worker group 0 of RayCluster vision/name what Ray's
+// autoscaler does to scale it: sets its replicas and, unless workersToDelete
+// is nil, its scaleStrategy.workersToDelete (the pods KubeRay is to delete:
+// with enableInTreeAutoscaling it deletes no worker on a lower replicas
+// alone). It returns when the patch was sent.
+func rayScale(t *testing.T, e *env, name string, replicas int, workersToDelete []string) time.Time {
+	t.Helper()
+	ops := []map[string]any{{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas}}
+	if workersToDelete != nil {
+		ops = append(ops, map[string]any{"op": "add", "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+			"value": map[string]any{"workersToDelete": workersToDelete}})
+	}
+	raw, err := json.Marshal(ops)
+	require.NoError(t, err)
+	at := time.Now()
+	e.kubectl(t, "patch", "raycluster", "-n", "vision", name, "--type=json", "-p", string(raw))
+	return at
+}
+
+// waitMembers waits until AffinityGroup ns/name shows members (its MEMBERS
+// column) in phase Running, and returns it.
+func (e *env) waitMembers(t *testing.T, ns, name, members string, timeout time.Duration) *hv1.AffinityGroup {
+	t.Helper()
+	var last *hv1.AffinityGroup
+	err := wait.PollUntilContextTimeout(t.Context(), 300*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ag, err := e.vc.HiveschedV1alpha1().AffinityGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = ag
+		return ag.Status.MembersSummary == members && ag.Status.Phase == hv1.AffinityGroupRunning, nil
+	})
+	require.NoError(t, err, "AffinityGroup %s/%s never Running with members %q: %+v", ns, name, members, last)
+	return last
+}
+
+// podEvents are the reasons and messages of the events about pod ns/name.
+func (e *env) podEvents(t *testing.T, ns, name string) string {
+	list, err := e.kube.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	require.NoError(t, err)
+	var out []string
+	for _, ev := range list.Items {
+		out = append(out, "\n    "+ev.Reason+": "+ev.Message)
+	}
+	return strings.Join(out, "")
+}
+
+// waitPodGone waits until pod p (its UID) is gone and returns when it was
+// first seen gone.
+func (e *env) waitPodGone(t *testing.T, p v1.Pod, timeout time.Duration) time.Time {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		got, err := e.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || err == nil && got.UID != p.UID, nil
+	})
+	require.NoError(t, err, "pod %s was not deleted", p.Name)
+	return time.Now()
+}
+
+// requireKept checks for d that the pods matching selector are exactly
+// keep (the same UIDs), every one bound, Running and not being deleted.
+func (e *env) requireKept(t *testing.T, ns, selector string, keep []v1.Pod, d time.Duration) {
+	t.Helper()
+	want := map[types.UID]string{}
+	for _, p := range keep {
+		want[p.UID] = p.Name
+	}
+	// events are the kept pods' events (they outlive the pods).
+	events := func() string {
+		var b strings.Builder
+		for _, k := range keep {
+			fmt.Fprintf(&b, "\n  %s's events:%s", k.Name, e.podEvents(t, ns, k.Name))
+		}
+		return b.String()
+	}
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		list, err := e.kube.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
+		require.NoError(t, err)
+		seen := 0
+		for _, p := range list.Items {
+			if _, ok := want[p.UID]; !ok {
+				require.Failf(t, "a pod came or was replaced", "pod %s (%s) is not one of %v; pods:%s%s", p.Name, p.UID, want, podStates(list.Items), events())
+			}
+			seen++
+			require.Nil(t, p.DeletionTimestamp, "pod %s is being deleted:%s", p.Name, events())
+			require.True(t, running(p), "pod %s is not Running:%s", p.Name, podStates(list.Items))
+		}
+		require.Equal(t, len(want), seen, "a pod went: want %v, have:%s%s", want, podStates(list.Items), events())
+	}
+}
+
+// boundAfter logs, for each pod, how long after from the bind clock saw
+// it bound, and returns the longest.
+func (c *bindClock) boundAfter(t *testing.T, from time.Time, got []v1.Pod) time.Duration {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var last time.Duration
+	for _, p := range got {
+		at, ok := c.bound[p.Name]
+		require.True(t, ok, "pod %s is bound but the watch never saw it bound", p.Name)
+		t.Logf("  %s bound %v after the patch", p.Name, at.Sub(from).Round(time.Millisecond))
+		last = max(last, at.Sub(from))
+	}
+	return last
+}
+
+// rayAutoscalingCluster applies manifests/samples/raycluster-autoscaling.yaml
+// as RayCluster vision/name (gone first, with every RayCluster pod left in
+// vision: TestKubeRay's hold vc-vision's rack until they are gone) and
+// waits for its minimum, the head and one worker, to run; it checks
+// KubeRay's PodGroup and what hivesched recorded, and returns the head and
+// the worker.
+func rayAutoscalingCluster(t *testing.T, e *env, name string) (clock *bindClock, head, worker v1.Pod) {
+	t.Helper()
+	sel := "ray.io/cluster=" + name
+	del := func() {
+		e.kubectl(t, "delete", "raycluster", "-n", "vision", "--ignore-not-found", "--wait=true", name)
+	}
+	del()
+	e.waitPods(t, "vision", "ray.io/is-ray-node=yes", 0, 90*time.Second, "left", func(v1.Pod) bool { return true })
+	t.Cleanup(del)
+
+	clock = startBindClock(t, e, "vision", sel)
+	created := time.Now()
+	cmdIn(t, e, sample(t, e, "raycluster-autoscaling.yaml", "ray-auto", name), "apply", "-f", "-")
+	minimum := e.waitPods(t, "vision", sel, 2, 90*time.Second, "Running", running)
+	times := clock.times(t, created, minimum)
+	for _, p := range minimum {
+		require.Equal(t, kubeRaySchedulerName, p.Spec.SchedulerName, "pod %s", p.Name)
+		require.Equal(t, name, p.Labels["scheduling.x-k8s.io/pod-group"], "pod %s", p.Name)
+		if p.Labels["ray.io/node-type"] == "head" {
+			head = p
+		} else {
+			worker = p
+		}
+	}
+	require.NotEmpty(t, head.Name, "no head among %s", podStates(minimum))
+	require.NotEmpty(t, worker.Name, "no worker among %s", podStates(minimum))
+	noCells := gangMembers(t, minimum, "vc-vision", 8)
+	require.Len(t, noCells, 1, "the head holds no cells")
+	require.Equal(t, head.Name, noCells[0].Name, "the member without cells is the head")
+	rec, err := placement.Decode(worker.Annotations[placement.Annotation])
+	require.NoError(t, err)
+	require.Equal(t, "vision/"+name, rec.Group, "the minimum's worker")
+	require.Empty(t, rec.ExtraOf, "the minimum's worker is no extra")
+	pg := e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", name, "-o", "jsonpath={.spec.minMember}")
+	require.Equal(t, "2", pg, "KubeRay's PodGroup for %s: head + replicas (1, within [minReplicas 1, maxReplicas 3])", name)
+	e.waitMembers(t, "vision", name, "2/2", 30*time.Second)
+	t.Logf("RayCluster %s's minimum (CPU head + 1 x 8 GPUs, PodGroup minMember 2) bound whole; from its create: %v", name, times)
+	return clock, head, worker
+}
+
+// rayScaleUp scales RayCluster vision/name from its minimum (head, worker)
+// to replicas workers and checks that the new ones bind as extra pods of
+// the gang, alone, while the minimum runs on; it returns them.
+func rayScaleUp(t *testing.T, e *env, clock *bindClock, name string, replicas int, head, worker v1.Pod) []v1.Pod {
+	t.Helper()
+	sel := "ray.io/cluster=" + name
+	patched := rayScale(t, e, name, replicas, nil)
+	all := e.waitPods(t, "vision", sel, 1+replicas, 90*time.Second, "Running", running)
+	var extras []v1.Pod
+	minimum := 0
+	for _, p := range all {
+		if p.UID == head.UID || p.UID == worker.UID {
+			minimum++
+			continue
+		}
+		extras = append(extras, p)
+	}
+	require.Equal(t, 2, minimum, "the minimum's pods run on, the same ones (head %s, worker %s):%s", head.Name, worker.Name, podStates(all))
+	for _, p := range extras {
+		require.Equal(t, "worker", p.Labels["ray.io/node-type"], "pod %s", p.Name)
+		rec, err := placement.Decode(p.Annotations[placement.Annotation])
+		require.NoError(t, err, "pod %s's placement record", p.Name)
+		require.Equal(t, "vision/"+name, rec.ExtraOf, "pod %s's placement record names its gang: %s", p.Name, p.Annotations[placement.Annotation])
+		require.Contains(t, p.Annotations[placement.Annotation], `"extraOf":"vision/`+name+`"`)
+		require.Equal(t, "vision/"+name+"+"+p.Name, rec.Group, "pod %s is a one-pod group of its own", p.Name)
+		require.Equal(t, "vc-vision", rec.VirtualCluster, "pod %s", p.Name)
+		require.Len(t, rec.LeafCellIndices, 8, "pod %s", p.Name)
+	}
+	t.Logf("scaled %s to %d workers: %d extra pods bound, the last %v after the patch", name, replicas, len(extras), clock.boundAfter(t, patched, extras).Round(time.Millisecond))
+	pg := e.kubectl(t, "get", "podgroups.scheduling.x-k8s.io", "-n", "vision", name, "-o", "jsonpath={.spec.minMember}")
+	require.Equal(t, "2", pg, "KubeRay leaves its PodGroup as it created it")
+	e.waitMembers(t, "vision", name, fmt.Sprintf("2/2 min, +%d/%d extra", len(extras), len(extras)), 30*time.Second)
+	return extras
+}
+
+// TestKubeRayAutoscaling (issue 46): manifests/samples/raycluster-autoscaling.yaml
+// through KubeRay v1.5.0's operator (hack/local-kuberay.sh), scaled as Ray's
+// autoscaler scales it. KubeRay makes the PodGroup once, of minMember head +
+// replicas (2), and never updates it: hivesched places that minimum whole;
+// when replicas goes from 1 to 3 the 2 new workers bind alone, as extra
+// pods of the gang ("extraOf"); when it goes back to 2 naming one of them
+// in workersToDelete, KubeRay deletes that one and the gang runs on, its
+// other pods (the head included) the same ones, untouched.
+func TestKubeRayAutoscaling(t *testing.T) {
+	e := setup(t)
+	kubeRayReady(t, e)
+	const name = "ray-auto"
+	sel := "ray.io/cluster=" + name
+	clock, head, worker := rayAutoscalingCluster(t, e, name)
+	extras := rayScaleUp(t, e, clock, name, 3, head, worker)
+	t.Logf("kubectl get ag -n vision:\n%s", e.kubectl(t, "get", "ag", "-n", "vision", name))
+
+	// Ray's autoscaler removes an idle worker: replicas 2 and the pod in
+	// workersToDelete, one patch.
+	gone, kept := extras[0], extras[1]
+	patched := rayScale(t, e, name, 2, []string{gone.Name})
+	at := e.waitPodGone(t, gone, 60*time.Second)
+	t.Logf("scaled %s to 2 workers: KubeRay deleted %s (an extra), gone %v after the patch", name, gone.Name, at.Sub(patched).Round(time.Millisecond))
+	keep := []v1.Pod{head, worker, kept}
+	// Longer than hivesched waits before it ends a gang that lost a member
+	// (memberloss.go's lossSettle, 2 s).
+	e.requireKept(t, "vision", sel, keep, 6*time.Second)
+	e.waitMembers(t, "vision", name, "2/2 min, +1/1 extra", 30*time.Second)
+	requireEvent(t, e, "vision", sel, "GangMemberLost", false)
+
+	// The autoscaler clears workersToDelete once its pods are gone: KubeRay
+	// makes no new worker (2 run), and nothing moves.
+	rayScale(t, e, name, 2, []string{})
+	e.requireKept(t, "vision", sel, keep, 3*time.Second)
+	t.Logf("kubectl get ag -n vision:\n%s", e.kubectl(t, "get", "ag", "-n", "vision", name))
+}
+
+// TestKubeRayAutoscalingPromotion (issue 46): as TestKubeRayAutoscaling, but
+// Ray's autoscaler removes the worker of the gang's minimum (any idle
+// worker may be the one it picks) while an extra of its size runs: the
+// extra takes its place (PromotedToMinimum, its placement record naming the
+// gang without extraOf) and the gang runs on, its head and the promoted
+// worker the same pods.
+func TestKubeRayAutoscalingPromotion(t *testing.T) {
+	e := setup(t)
+	kubeRayReady(t, e)
+	const name = "ray-promo"
+	sel := "ray.io/cluster=" + name
+	clock, head, worker := rayAutoscalingCluster(t, e, name)
+	extra := rayScaleUp(t, e, clock, name, 2, head, worker)[0]
+
+	patched := rayScale(t, e, name, 1, []string{worker.Name})
+	at := e.waitPodGone(t, worker, 60*time.Second)
+	t.Logf("scaled %s to 1 worker: KubeRay deleted %s (the minimum's worker), gone %v after the patch", name, worker.Name, at.Sub(patched).Round(time.Millisecond))
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := e.kube.CoreV1().Pods("vision").Get(ctx, extra.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		rec := got.Annotations[placement.Annotation]
+		return strings.Contains(rec, `"group":"vision/`+name+`"`) && !strings.Contains(rec, "extraOf"), nil
+	})
+	require.NoError(t, err, "the promoted extra's record never named the gang; its events:%s", e.podEvents(t, "vision", extra.Name))
+	require.Contains(t, e.podEvents(t, "vision", extra.Name), "PromotedToMinimum")
+	e.requireKept(t, "vision", sel, []v1.Pod{head, extra}, 6*time.Second)
+	e.waitMembers(t, "vision", name, "2/2", 30*time.Second)
+	requireEvent(t, e, "vision", sel, "GangMemberLost", false)
 }
 
 // jobSetSample is manifests/samples/jobset.yaml with its PodGroup, JobSet
