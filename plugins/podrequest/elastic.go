@@ -75,31 +75,42 @@ func minimumOf(pods []*v1.Pod, minCount int32, leaves map[*v1.Pod]int64, pod *v1
 		}
 		return r
 	}
-	rank := func(p *v1.Pod) int {
+	// Each pod's rank once (a role is a lookup under the index's lock),
+	// then the sort.
+	type ranked struct {
+		p    *v1.Pod
+		rank int
+	}
+	rs := make([]ranked, len(pods))
+	for i, p := range pods {
+		r := 2
 		switch roleOf(p) {
 		case RoleMinimum:
-			return 0
+			r = 0
 		case RoleExtra:
-			return 1
+			r = 1
 		}
-		return 2
+		rs[i] = ranked{p, r}
 	}
-	sorted := slices.Clone(pods)
-	slices.SortStableFunc(sorted, func(a, b *v1.Pod) int {
-		if ra, rb := rank(a), rank(b); ra != rb {
-			return ra - rb
+	slices.SortStableFunc(rs, func(a, b ranked) int {
+		if a.rank != b.rank {
+			return a.rank - b.rank
 		}
-		if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
+		if c := a.p.CreationTimestamp.Time.Compare(b.p.CreationTimestamp.Time); c != 0 {
 			return c
 		}
-		if ca, cb := leaves[a] == 0, leaves[b] == 0; ca != cb {
+		if ca, cb := leaves[a.p] == 0, leaves[b.p] == 0; ca != cb {
 			if ca {
 				return -1
 			}
 			return 1
 		}
-		return strings.Compare(a.Name, b.Name)
+		return strings.Compare(a.p.Name, b.p.Name)
 	})
+	sorted := make([]*v1.Pod, len(rs))
+	for i, r := range rs {
+		sorted[i] = r.p
+	}
 	if int32(len(sorted)) <= minCount {
 		return sorted, false
 	}

@@ -1,6 +1,7 @@
 package podrequest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -133,4 +134,29 @@ func TestNativeElastic(t *testing.T) {
 	bad.Annotations[AnnotationMaxMembers] = "1"
 	_, err = NewResolver(gpu, Lookups{GangPods: gangPods(bad)}).Read(bad)
 	require.ErrorContains(t, err, "annotation hivesched.io/max-members=1 is below the gang's minimum of 2 pods")
+}
+
+// BenchmarkElasticGangRead: one pod's request read in a PodGroup of 1,000
+// pods (minMember 800, 200 extras): the minimum is sorted out of the
+// gang's pods at every read (each pod is read once and kept).
+func BenchmarkElasticGangRead(b *testing.B) {
+	pg := &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "big", Namespace: "ns", Labels: map[string]string{LabelVirtualCluster: "vc1"}},
+		Spec: pgv1alpha1.PodGroupSpec{MinMember: 800}}
+	lister := pglisters.NewPodGroupLister(store(b, pg))
+	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	var pods []*v1.Pod
+	for i := 0; i < 1000; i++ {
+		p := named(pod(map[string]string{LabelPodGroup: "big"}, nil, 8), fmt.Sprintf("w-%04d", i))
+		p.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(i/100) * time.Second))
+		pods = append(pods, p)
+	}
+	r := NewResolver(gpu, Lookups{PodGroups: func() pglisters.PodGroupLister { return lister }, GangPods: gangPods(pods...),
+		RecordedRole: func(*v1.Pod) Role { return RoleNone }})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := r.Read(pods[i%len(pods)]); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

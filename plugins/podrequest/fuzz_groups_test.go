@@ -28,7 +28,7 @@ import (
 // take (checkParsed), and nothing panics.
 
 // store is an informer store of objects, for a lister.
-func store(t *testing.T, objs ...runtime.Object) cache.Indexer {
+func store(t testing.TB, objs ...runtime.Object) cache.Indexer {
 	s := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, o := range objs {
 		require.NoError(t, s.Add(o))
