@@ -26,8 +26,8 @@ import (
 //     of the VC takes back extras before it preempts any gang, so a gang
 //     shrinks to its minimum before any gang is preempted whole;
 //   - when a running member of the minimum goes while an extra of its size
-//     runs, PromoteExtra moves the extra into the member's slot: the gang
-//     keeps its minimum.
+//     runs, PromoteExtra moves the extra into the member's slot (extension
+//     x4): the gang keeps its minimum.
 
 // scheduleExtra decides for a Pending extra pod.
 func (k *Core) scheduleExtra(x *AffinityGroup) (Decision, error) {
@@ -234,7 +234,7 @@ func (k *Core) PromoteExtra(gang, podKey, extra string) (PodPlacement, error) {
 	if err := k.deleteGroup(x); err != nil {
 		return PodPlacement{}, err
 	}
-	k.traceEvent(g, AGx3)
+	k.traceEvent(g, AGx4)
 	pp, _ := k.podPlacement(g, slot, g.slots[slot], nil)
 	return pp, nil
 }

@@ -54,6 +54,10 @@ const (
 	// recovered with fewer running pods than members gives a member that
 	// arrives later Free cells next to the group's (cell e0).
 	AGx3 AGEvent = "x3"
+	// AGx4 (promotion, elastic gangs): Allocated -> Allocated. A member of
+	// an elastic gang's minimum is gone while an extra pod of its size
+	// runs: the extra takes its slot (PromoteExtra, docs/elastic.md).
+	AGx4 AGEvent = "x4"
 )
 
 type agTransition struct {
@@ -78,6 +82,7 @@ var agTransitions = map[AGEvent]agTransition{
 	AGx1: {[]AGState{AGAllocated}, AGPending},
 	AGx2: {[]AGState{AGBeingPreempted}, AGAllocated},
 	AGx3: {[]AGState{AGAllocated}, AGAllocated},
+	AGx4: {[]AGState{AGAllocated}, AGAllocated},
 }
 
 // agRecoveryState is ec: what a state becomes after a restart.

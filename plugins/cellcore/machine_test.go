@@ -1165,6 +1165,7 @@ func TestIllegalTransitions(t *testing.T) {
 		AGx1: {AGAllocated: AGPending},
 		AGx2: {AGBeingPreempted: AGAllocated},
 		AGx3: {AGAllocated: AGAllocated},
+		AGx4: {AGAllocated: AGAllocated},
 		"zz": {},
 	}
 	t.Run("agNext", func(t *testing.T) {
