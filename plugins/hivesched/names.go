@@ -22,6 +22,7 @@ const (
 	AnnotationPinnedCell          = podrequest.AnnotationPinnedCell
 	AnnotationLazyPreemption      = podrequest.AnnotationLazyPreemption
 	LabelSpreadKey                = podrequest.LabelSpreadKey
+	AnnotationWithinTopology      = podrequest.AnnotationWithinTopology
 
 	AnnotationPlacement          = placement.Annotation
 	AnnotationPlacementSignature = placement.AnnotationSignature
@@ -33,4 +34,9 @@ const (
 	AnnotationDeviceHealth = devices.AnnotationDeviceHealth
 
 	LabelPodGroup = podrequest.LabelPodGroup
+
+	// Kueue's and KAI-Scheduler's required topology levels, read as
+	// AnnotationWithinTopology (podrequest's within.go).
+	AnnotationKueueRequiredTopology = podrequest.AnnotationKueueRequiredTopology
+	AnnotationKAIRequiredPlacement  = podrequest.AnnotationKAIRequiredPlacement
 )

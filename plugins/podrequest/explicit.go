@@ -30,7 +30,8 @@ func (r *Resolver) explicitAG(pod *v1.Pod) *hv1.AffinityGroup {
 // FromAffinityGroup is a pod's request in the explicit form: the group is the
 // AffinityGroup's spec, the pod's own size its leaf cell request (one of
 // the members' sizes). The pod's own hivesched annotations are not read;
-// a virtual-cluster label, if any, must agree.
+// a virtual-cluster label, if any, must agree, and so must a topology
+// annotation (within.go: Kueue's job templates carry one).
 func FromAffinityGroup(pod *v1.Pod, ag *hv1.AffinityGroup, res v1.ResourceName) (*Request, error) {
 	leaves, err := LeafRequest(pod, res)
 	if err != nil {
@@ -56,6 +57,9 @@ func FromAffinityGroup(pod *v1.Pod, ag *hv1.AffinityGroup, res v1.ResourceName) 
 	g.PinnedCellID = ag.Spec.PinnedCell
 	g.LazyPreemptionEnable = ag.Spec.LazyPreemption
 	g.WithinTopologyKey = ag.Spec.WithinTopologyKey
+	if err := agreesWithin(pod, ag); err != nil {
+		return nil, err
+	}
 	for _, m := range ag.Spec.Members {
 		if m.PodNumber <= 0 || m.LeafCellNumber < 0 || int64(r.CellLessPods)+int64(m.PodNumber) > cellcore.MaxPodsPerGroup {
 			return nil, fmt.Errorf("AffinityGroup %s/%s: members need a positive podNumber and a leafCellNumber of 0 (members without GPUs) or more", ag.Namespace, ag.Name)
@@ -73,4 +77,20 @@ func FromAffinityGroup(pod *v1.Pod, ag *hv1.AffinityGroup, res v1.ResourceName) 
 		return nil, err
 	}
 	return r, nil
+}
+
+// agreesWithin: the spec's withinTopologyKey is the group's constraint; a
+// pod annotation that asks for another one (or for one the spec does not
+// have) is refused rather than dropped or followed.
+func agreesWithin(pod *v1.Pod, ag *hv1.AffinityGroup) error {
+	key, from, err := withinTopology(pod)
+	if err != nil || key == "" || key == ag.Spec.WithinTopologyKey {
+		return err
+	}
+	if ag.Spec.WithinTopologyKey == "" {
+		return fmt.Errorf("pod's annotation %s=%q asks to keep the gang inside one %s cell, but its AffinityGroup %s/%s has no spec.withinTopologyKey, and its spec is the group's request: set spec.withinTopologyKey: %q on the AffinityGroup, or drop the annotation",
+			from, key, key, ag.Namespace, ag.Name, key)
+	}
+	return fmt.Errorf("pod's annotation %s=%q disagrees with its AffinityGroup %s/%s (withinTopologyKey %q), whose spec is the group's request: drop the annotation or make them agree",
+		from, key, ag.Namespace, ag.Name, ag.Spec.WithinTopologyKey)
 }

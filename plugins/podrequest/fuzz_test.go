@@ -1,6 +1,7 @@
 package podrequest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,22 +35,29 @@ func checkParsed(t *testing.T, r *Request) {
 	require.True(t, own, "the pod's own size is one of its group's")
 }
 
+// topologyAnnotations are the topology annotations the fuzzers write: the
+// required ones (withinAnnotations) first, then the preferred ones, which
+// are not read.
+var topologyAnnotations = append(append([]string{}, withinAnnotations...), AnnotationKueuePreferredTopology, AnnotationKAIPreferredPlacement)
+
 // FuzzParsePodNative: the native labels and annotations, and the GPU
-// request, as a tenant may write them.
+// request, as a tenant may write them; within is written in the topology
+// annotation topologyAnnotations[which % 5].
 func FuzzParsePodNative(f *testing.F) {
-	f.Add("vc1", "job", "4", "7", "true", int64(8))
-	f.Add("vc1", "g", "2x8, 1x4", "-1", "false", int64(4))
-	f.Add("vc1", "", "", "", "", int64(1))
-	f.Add("vc1", "g", "2147483647", "1000", "", int64(1))
-	f.Add("vc1", "g", "2147483647x1,2147483647x1", "0", "", int64(1))
-	f.Add("", "g", "0", "99999", "maybe", int64(4294967300))
-	f.Fuzz(func(t *testing.T, vc, group, members, prio, lazy string, gpus int64) {
+	f.Add("vc1", "job", "4", "7", "true", "", uint8(0), int64(8))
+	f.Add("vc1", "g", "2x8, 1x4", "-1", "false", "topology.kubernetes.io/rack", uint8(1), int64(4))
+	f.Add("vc1", "", "", "", "", "nvidia.com/gpu.clique", uint8(2), int64(1))
+	f.Add("vc1", "g", "2147483647", "1000", "", "topology.kubernetes.io/rack", uint8(3), int64(1))
+	f.Add("vc1", "g", "2147483647x1,2147483647x1", "0", "", " ", uint8(0), int64(1))
+	f.Add("", "g", "0", "99999", "maybe", "rack", uint8(4), int64(4294967300))
+	f.Fuzz(func(t *testing.T, vc, group, members, prio, lazy, within string, which uint8, gpus int64) {
 		labels := map[string]string{LabelVirtualCluster: vc}
 		if group != "" {
 			labels[LabelAffinityGroup] = group
 		}
 		ann := map[string]string{}
-		for k, v := range map[string]string{AnnotationGroupMembers: members, AnnotationPriority: prio, AnnotationLazyPreemption: lazy} {
+		topology := topologyAnnotations[int(which)%len(topologyAnnotations)]
+		for k, v := range map[string]string{AnnotationGroupMembers: members, AnnotationPriority: prio, AnnotationLazyPreemption: lazy, topology: within} {
 			if v != "" {
 				ann[k] = v
 			}
@@ -61,6 +69,13 @@ func FuzzParsePodNative(f *testing.F) {
 			return
 		}
 		checkParsed(t, r)
+		if r != nil {
+			want := ""
+			if int(which)%len(topologyAnnotations) < len(withinAnnotations) {
+				want = strings.TrimSpace(within)
+			}
+			require.Equal(t, want, r.Group.WithinTopologyKey, "a required key is the constraint, a preferred one none")
+		}
 	})
 }
 

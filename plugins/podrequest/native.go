@@ -13,7 +13,10 @@ import (
 // Parse returns the request a pod writes itself, in HiveD's annotation or
 // the native labels and annotations: nil if the pod does not ask for cells
 // (a plain pod, left to the other plugins), or an error that says what to
-// fix.
+// fix. The native form's topology constraint is read from
+// hivesched.io/within-topology or Kueue's or KAI-Scheduler's required
+// topology annotation (within.go); a pod alone (no group label) is held
+// alone: its own cells inside one cell of that level.
 func Parse(pod *v1.Pod, resourceName v1.ResourceName) (*Request, error) {
 	if raw, ok := pod.Annotations[HivedSpecAnnotation]; ok {
 		return parseHived(pod, raw, resourceName)
@@ -58,6 +61,9 @@ func Parse(pod *v1.Pod, resourceName v1.ResourceName) (*Request, error) {
 	}
 	g.LeafCellType = pod.Annotations[AnnotationLeafCellType]
 	g.PinnedCellID = pod.Annotations[AnnotationPinnedCell]
+	if g.WithinTopologyKey, _, err = withinTopology(pod); err != nil {
+		return nil, err
+	}
 	if s, ok := pod.Annotations[AnnotationLazyPreemption]; ok {
 		b, err := strconv.ParseBool(s)
 		if err != nil {

@@ -56,6 +56,13 @@ const (
 	// AnnotationLazyPreemption ("true") lets the gang be downgraded to
 	// opportunistic instead of being killed when preempted.
 	AnnotationLazyPreemption = "hivesched.io/lazy-preemption"
+	// AnnotationWithinTopology holds the gang inside one cell of the
+	// topology level whose node label key it names (a
+	// cellTypes.<type>.topologyKey of the scheduler's args, for example
+	// topology.kubernetes.io/rack or nvidia.com/gpu.clique): the group's
+	// WithinTopologyKey. Kueue's and KAI-Scheduler's required-topology
+	// annotations say the same (within.go).
+	AnnotationWithinTopology = "hivesched.io/within-topology"
 	// LabelSpreadKey: in a VC whose selector is Spread, groups of one
 	// namespace with the same value go to different nodes (then racks) as far as the VC's cells
 	// allow, like a group's own pods (inference replicas that must not
@@ -105,7 +112,8 @@ func Fingerprint(pod *v1.Pod) uint64 {
 		h.WriteString(pod.Labels[k])
 		h.WriteByte(0)
 	}
-	for _, k := range []string{AnnotationGroupMembers, AnnotationMaxMembers, AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption, HivedSpecAnnotation} {
+	for _, k := range []string{AnnotationGroupMembers, AnnotationMaxMembers, AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption, HivedSpecAnnotation,
+		AnnotationWithinTopology, AnnotationKueueRequiredTopology, AnnotationKAIRequiredPlacement} {
 		h.WriteString(pod.Annotations[k])
 		h.WriteByte(0)
 	}

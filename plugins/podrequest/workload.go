@@ -26,6 +26,11 @@ import (
 // PodGroup (priority, leaf cell type, pinned cell, lazy preemption) apply
 // to all its pods; otherwise the priority is the PodGroup's (which the
 // scheduler holds equal to its pods'), bounded to 0..1000 as a pod's is.
+// A gang's topology constraint is its PodGroup's (or composite's)
+// schedulingConstraints.topology, else its pods' topology annotation
+// (within.go); if both name a key, they must agree. A basic pod group's
+// pod is a group alone: its annotation holds the pod alone, as Parse reads
+// it.
 
 // annotationsFromPodGroup are the hivesched annotations a PodGroup may carry
 // for all its pods.
@@ -194,13 +199,24 @@ func (r *Resolver) fromWorkload(pod *v1.Pod) (*Request, error, bool) {
 		// basic group's pods are placed one by one, each its own group, so
 		// there is nothing to hold together.
 		key := topologyKey(pg.Spec.SchedulingConstraints)
+		where := fmt.Sprintf("pod group %s/%s", pod.Namespace, name)
 		if composite != nil {
 			if key != "" && key != composite.topologyKey {
 				return nil, fmt.Errorf("pod group %s/%s asks for topology %q inside composite pod group %q, which asks for %q: hivesched places a composite as one affinity group under one constraint; put the constraint on the composite pod group", pod.Namespace, name, key, composite.name, composite.topologyKey), true
 			}
 			key = composite.topologyKey
+			where = fmt.Sprintf("composite pod group %s/%s", pod.Namespace, composite.name)
 		}
-		req.Group.WithinTopologyKey = key
+		// The pod's topology annotation (Parse read it: within.go) and the
+		// group's constraint: one may be left out, two must agree.
+		if own := req.Group.WithinTopologyKey; own != "" && key != "" && own != key {
+			_, from, _ := withinTopology(pod)
+			return nil, fmt.Errorf("%s asks for topology %q (schedulingConstraints.topology), but the pod's annotation %s asks for %q: a gang stays inside one cell of one level; make them name the same key, or drop the annotation",
+				where, key, from, own), true
+		}
+		if key != "" {
+			req.Group.WithinTopologyKey = key
+		}
 	}
 	if extra {
 		req = asExtra(req, pod)
