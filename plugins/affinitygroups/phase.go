@@ -134,14 +134,14 @@ func advancePhase(group string, phase hv1.AffinityGroupPhase, obs phaseObservati
 				ev = PhaseFail
 			case obs.rejected:
 				ev = PhaseReject
-			case obs.admitted || obs.bound > 0:
+			case obs.admitted || obs.bound > 0 || obs.ended:
 				ev = PhaseRun
 			}
 		case hv1.AffinityGroupAccepted:
 			switch {
 			case obs.failed:
 				ev = PhaseFail
-			case obs.bound > 0 || obs.succeeded > 0:
+			case obs.bound > 0 || obs.succeeded > 0 || obs.ended:
 				ev = PhaseRun
 			}
 		case hv1.AffinityGroupStarting:

@@ -116,6 +116,14 @@ func TestAdvancePhase(t *testing.T) {
 		{"pending timeout, pods left to their owner", hv1.AffinityGroupAccepted, phaseObservation{admitted: true, failed: true, total: 2, live: 2}, hv1.AffinityGroupFailed,
 			[]PhaseEvent{PhaseFail, PhaseFail}},
 		{"terminal stays", hv1.AffinityGroupCompleted, phaseObservation{failed: true}, hv1.AffinityGroupCompleted, nil},
+		// Issue 46: a job its owner or a user deleted after it ran ended,
+		// even one no write saw Running (deleted within a second).
+		{"deleted on purpose while running", hv1.AffinityGroupRunning, phaseObservation{admitted: true, total: 2, ended: true}, hv1.AffinityGroupCompleted,
+			[]PhaseEvent{PhaseComplete, PhaseComplete}},
+		{"deleted on purpose before a write saw it run", hv1.AffinityGroupAccepted, phaseObservation{admitted: true, total: 2, ended: true}, hv1.AffinityGroupCompleted,
+			[]PhaseEvent{PhaseRun, PhaseComplete, PhaseComplete}},
+		{"deleted on purpose, never written", hv1.AffinityGroupNew, phaseObservation{total: 2, ended: true}, hv1.AffinityGroupCompleted,
+			[]PhaseEvent{PhaseRun, PhaseRun, PhaseComplete, PhaseComplete}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

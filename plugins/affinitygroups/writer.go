@@ -249,12 +249,13 @@ func (t *Tracker) advance(ctx context.Context, logger klog.Logger, key string, e
 		return advanced{}, false // nothing known of it yet but a name
 	}
 	if e.emptied && len(pods) == 0 && len(e.unsure) == 0 && len(e.succeeded) == 0 && !terminalPhase(e.phase) && e.failReason == "" {
-		switch e.phase {
-		case hv1.AffinityGroupStarting, hv1.AffinityGroupRunning, hv1.AffinityGroupCompleting:
-			// It ran, and its owner or a user deleted it: ended, as
-			// YuniKorn completes an application with nothing left to run.
+		if !e.firstBound.IsZero() || e.deletedRunning > 0 {
+			// It ran (a member was bound), and its owner or a user
+			// deleted it: ended, as YuniKorn completes an application
+			// with nothing left to run, even if no write saw it Running
+			// (a job deleted within a second of binding).
 			e.ended = true
-		default:
+		} else {
 			e.fail("PodsDeleted", "every member pod was deleted before the group ran")
 		}
 	}
