@@ -20,8 +20,10 @@ import (
 //     gang's cell of its WithinTopologyKey level if the gang asked for one:
 //     no room there and it waits, with that reason;
 //   - a guaranteed gang's extra takes its VC's cells (it may preempt
-//     opportunistic pods and extras of lower rank there, never a gang);
-//     an opportunistic gang's extra scavenges as any opportunistic pod;
+//     opportunistic pods and extras of lower rank there, never a gang),
+//     and with ExtraOverflow, when the VC has no room, idle cells beyond
+//     it as opportunistic (overflow); an opportunistic gang's extra
+//     scavenges as any opportunistic pod;
 //   - its rank (priority) is below every gang's minimum: a guaranteed gang
 //     of the VC takes back extras before it preempts any gang, so a gang
 //     shrinks to its minimum before any gang is preempted whole;
@@ -49,6 +51,9 @@ func (k *Core) scheduleExtra(x *AffinityGroup) (Decision, error) {
 		return k.placedDecision(x), nil
 	}
 	if x.spec.WithinTopologyKey != "" {
+		if k.overflow(x, gang) {
+			return k.placedDecision(x), nil
+		}
 		kc := gangKeyedCell(gang)
 		where := "the gang's " + x.spec.WithinTopologyKey + " cell"
 		if kc != nil {
@@ -61,6 +66,9 @@ func (k *Core) scheduleExtra(x *AffinityGroup) (Decision, error) {
 	// Anywhere on the gang's chain the group may go, preempting what ranks
 	// lower (candidateChains keeps extras on their gang's chain).
 	d, err := k.schedulePendingGroup(x)
+	if err == nil && d.Kind == Wait && k.overflow(x, gang) {
+		return k.placedDecision(x), nil
+	}
 	if err == nil && d.Kind == Wait {
 		d.Reason = fmt.Sprintf("extra pod of elastic affinity group %q (it takes its VC's cells that no gang needs, and never preempts a gang): %s", gang.spec.Name, d.Reason)
 	}
@@ -76,6 +84,24 @@ func gangAnchor(g *AffinityGroup) *Cell {
 		}
 	}
 	return nil
+}
+
+// overflow places a guaranteed extra that asked for it (ExtraOverflow) and
+// found no room in its VC on idle cells beyond it, as opportunistic: next
+// to its gang (inside its keyed cell if it has one), unbound cells first.
+// It runs downgraded, as a lazily preempted group does (its placement record
+// says so, and a restarted scheduler keeps it opportunistic): every VC's
+// guaranteed groups may take it back. false leaves it Pending, guaranteed.
+func (k *Core) overflow(x, gang *AffinityGroup) bool {
+	if !x.spec.ExtraOverflow || x.opportunistic() || x.state != AGPending {
+		return false
+	}
+	x.downgraded = true // no cells, no holders, not counted yet: nothing to move
+	if k.fillExtra(x, gang) {
+		return true
+	}
+	x.downgraded = false
+	return false
 }
 
 // gangChain is the chain an Allocated group runs in (nil if it holds no

@@ -120,3 +120,40 @@ func TestElasticWithin(t *testing.T) {
 	require.Contains(t, d.Reason, "inside the gang's topology.kubernetes.io/rack cell")
 	mustCheck(t, k)
 }
+
+// An extra that asked for it (ExtraOverflow) runs beyond its full VC as
+// opportunistic, next to its gang, and is the first taken back by another
+// VC's guaranteed group; without it, it waits.
+func TestElasticOverflow(t *testing.T) {
+	k := newHealthyCore(t, clusterConfig(1, 4, 0))
+	_, err := k.SetVirtualCluster(vcSpec("a", "V100-NODE", 2))
+	require.NoError(t, err)
+	_, err = k.SetVirtualCluster(vcSpec("b", "V100-NODE", 2))
+	require.NoError(t, err)
+	gang := ag("ray", "a", 10, 2, 8)
+	place(t, k, gang)
+
+	plain := extra(gang, "w1", 8)
+	d, err := k.Schedule(plain)
+	require.NoError(t, err)
+	require.Equal(t, Wait, d.Kind, "without ExtraOverflow an extra waits for room in its VC")
+	_, err = k.DeleteAffinityGroup(plain.Name)
+	require.NoError(t, err)
+
+	over := extra(gang, "w2", 8)
+	over.ExtraOverflow = true
+	d = place(t, k, over)
+	st, _ := k.AffinityGroupStatus(over.Name)
+	require.True(t, st.Downgraded, "it runs as opportunistic")
+	require.EqualValues(t, OpportunisticPriority, st.Priority)
+	vcst := mustStatus(t, k, "a")
+	require.EqualValues(t, 8, vcst.OpportunisticLeafCells, "a's extra beyond its cells is counted as opportunistic: %+v", vcst)
+	require.Equal(t, 1, vcst.OpportunisticGroups)
+
+	// b claims its cells: the overflow extra is the victim, not a's gang.
+	d, err = k.Schedule(ag("b1", "b", 0, 2, 8))
+	require.NoError(t, err)
+	require.Equal(t, Preempt, d.Kind, d.Reason)
+	require.Equal(t, []string{over.Name}, d.Victims)
+	mustCheck(t, k)
+}

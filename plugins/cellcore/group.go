@@ -39,7 +39,12 @@ type AffinityGroupSpec struct {
 	// priority, ranked below every gang's minimum (rank), on the gang's
 	// chain and inside its WithinTopologyKey cell (docs/elastic.md).
 	ExtraOf string
-	Members []AffinityGroupMember
+	// ExtraOverflow: an extra pod of a guaranteed gang that finds no room
+	// in its VC runs as opportunistic on idle cells beyond it (next to its
+	// gang first), the first taken back by any VC's guaranteed groups,
+	// instead of waiting (docs/elastic.md, "Beyond the VC").
+	ExtraOverflow bool
+	Members       []AffinityGroupMember
 }
 
 // AffinityGroupMember is PodNumber pods of LeafCellNumber leaf cells each.
@@ -51,7 +56,7 @@ type AffinityGroupMember struct {
 func (s *AffinityGroupSpec) equal(o *AffinityGroupSpec) bool {
 	if s.Name != o.Name || s.VirtualCluster != o.VirtualCluster || s.Namespace != o.Namespace || s.SpreadKey != o.SpreadKey || s.Priority != o.Priority ||
 		s.LeafCellType != o.LeafCellType || s.PinnedCellID != o.PinnedCellID || s.WithinTopologyKey != o.WithinTopologyKey ||
-		s.LazyPreemptionEnable != o.LazyPreemptionEnable || s.ExtraOf != o.ExtraOf || len(s.Members) != len(o.Members) {
+		s.LazyPreemptionEnable != o.LazyPreemptionEnable || s.ExtraOf != o.ExtraOf || s.ExtraOverflow != o.ExtraOverflow || len(s.Members) != len(o.Members) {
 		return false
 	}
 	for i := range s.Members {

@@ -7,8 +7,8 @@ import (
 )
 
 // The model test's elastic gangs: about one new group in five is an extra
-// pod of a running gang (its spec but one pod of any size), so that gangs
-// grow; the model's pod and group deletions shrink them; and now and then
+// pod of a running gang (its spec but one pod of any size; half of them may
+// overflow their VC as opportunistic), so that gangs grow; the model's pod and group deletions shrink them; and now and then
 // a member of a gang is replaced by one of its extras (PromoteExtra), as the
 // plugin does when a member goes while an extra of its size runs. Every
 // invariant and the VC guarantee of every gang are checked after every
@@ -41,6 +41,8 @@ func init() {
 		*s = gang
 		s.Name, s.ExtraOf = name, gang.Name
 		s.Members = []AffinityGroupMember{{PodNumber: 1, LeafCellNumber: size}}
+		// Half of them may run beyond their VC as opportunistic.
+		s.ExtraOverflow = m.r.Intn(2) == 0
 		m.stats["elastic-extra"]++
 	}
 }

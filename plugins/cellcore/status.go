@@ -176,6 +176,15 @@ func (k *Core) AffinityGroupIncarnation(name string) (uint64, bool) {
 	return 0, false
 }
 
+// AffinityGroupDowngraded reports whether a group runs as opportunistic
+// although guaranteed (lazily preempted, or an extra beyond its VC).
+func (k *Core) AffinityGroupDowngraded(name string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	g := k.groups[name]
+	return g != nil && g.downgraded
+}
+
 // AffinityGroupState returns a group's state (cheap: no placement copied).
 func (k *Core) AffinityGroupState(name string) (AGState, bool) {
 	k.mu.Lock()

@@ -17,6 +17,7 @@ const (
 	LabelAffinityGroup            = podrequest.LabelAffinityGroup
 	AnnotationGroupMembers        = podrequest.AnnotationGroupMembers
 	AnnotationMaxMembers          = podrequest.AnnotationMaxMembers
+	AnnotationExtrasBeyondVC      = podrequest.AnnotationExtrasBeyondVC
 	AnnotationPriority            = podrequest.AnnotationPriority
 	AnnotationLeafCellType        = podrequest.AnnotationLeafCellType
 	AnnotationPinnedCell          = podrequest.AnnotationPinnedCell

@@ -251,6 +251,11 @@ func (p *HiveSched) decide(ctx context.Context, state fwk.CycleState, pod *v1.Po
 			return reject(state, fwk.UnschedulableAndUnresolvable, msg)
 		}
 		p.groups.Allocated(name)
+		if req.Group.ExtraOverflow && p.core.AffinityGroupDowngraded(name) {
+			// An extra placed beyond its full VC runs as opportunistic:
+			// its placement record says so (elastic.go).
+			p.groups.MarkDowngraded(name)
+		}
 		if pgCycle != nil {
 			p.cycles.holds.add(name, pgCycle)
 		}

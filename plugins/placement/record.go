@@ -55,6 +55,8 @@ type Record struct {
 	// ExtraOf: the pod was placed as an extra pod of this elastic gang
 	// (Group is the extra's own group).
 	ExtraOf string `json:"extraOf,omitempty"`
+	// ExtraOverflow: the extra may run beyond its VC as opportunistic.
+	ExtraOverflow bool `json:"extraOverflow,omitempty"`
 	// CellLessPods is how many members of the group ask for no leaf cells
 	// (podrequest.Request.CellLessPods). Such a member's own record has
 	// no leaf cell indices: it holds no cells, and recovery takes it back
@@ -82,6 +84,7 @@ func NewRecord(g cellcore.AffinityGroupSpec, pp cellcore.PodPlacement, downgrade
 		PinnedCellID: g.PinnedCellID, LazyPreemptionEnable: g.LazyPreemptionEnable, Members: g.Members,
 		Node: pp.Node, PodLeafCellType: pp.LeafCellType, LeafCellIndices: pp.LeafCellIndices, Downgraded: downgraded,
 		SpreadKey: g.SpreadKey, WithinTopologyKey: g.WithinTopologyKey, ExtraOf: g.ExtraOf,
+		ExtraOverflow: g.ExtraOverflow,
 	}
 }
 
@@ -90,7 +93,8 @@ func (r Record) Spec() cellcore.AffinityGroupSpec {
 	ns, _, _ := strings.Cut(r.Group, "/") // recovery trusts a record only for a group of its pod's namespace
 	return cellcore.AffinityGroupSpec{Name: r.Group, VirtualCluster: r.VirtualCluster, Namespace: ns, Priority: r.Priority,
 		LeafCellType: r.LeafCellType, PinnedCellID: r.PinnedCellID, LazyPreemptionEnable: r.LazyPreemptionEnable,
-		Members: r.Members, SpreadKey: r.SpreadKey, WithinTopologyKey: r.WithinTopologyKey, ExtraOf: r.ExtraOf}
+		Members: r.Members, SpreadKey: r.SpreadKey, WithinTopologyKey: r.WithinTopologyKey, ExtraOf: r.ExtraOf,
+		ExtraOverflow: r.ExtraOverflow}
 }
 
 // Request is the pod request a trusted record stands for: the group as it

@@ -71,6 +71,13 @@ func Parse(pod *v1.Pod, resourceName v1.ResourceName) (*Request, error) {
 		}
 		g.LazyPreemptionEnable = b
 	}
+	switch v := pod.Annotations[AnnotationExtrasBeyondVC]; v {
+	case "":
+	case "opportunistic":
+		g.ExtraOverflow = true
+	default:
+		return nil, fmt.Errorf("annotation %s=%q: the only value is \"opportunistic\" (extra pods that find no room in the VC run beyond it as opportunistic pods)", AnnotationExtrasBeyondVC, v)
+	}
 	members := pod.Annotations[AnnotationGroupMembers]
 	switch {
 	case !grouped && members != "":

@@ -47,6 +47,10 @@ const (
 	// beyond the minimum are extra pods, placed one by one once the
 	// minimum runs (docs/elastic.md).
 	AnnotationMaxMembers = "hivesched.io/max-members"
+	// AnnotationExtrasBeyondVC ("opportunistic") lets an elastic gang's
+	// extra pods that find no room in its VC run beyond it as
+	// opportunistic pods, the first taken back (docs/elastic.md).
+	AnnotationExtrasBeyondVC = "hivesched.io/extras-beyond-vc"
 	// AnnotationPriority is the HiveD priority: -1 (opportunistic) to 1000.
 	AnnotationPriority = "hivesched.io/priority"
 	// AnnotationLeafCellType restricts the pod to a leaf cell type (GPU model).
@@ -112,7 +116,7 @@ func Fingerprint(pod *v1.Pod) uint64 {
 		h.WriteString(pod.Labels[k])
 		h.WriteByte(0)
 	}
-	for _, k := range []string{AnnotationGroupMembers, AnnotationMaxMembers, AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption, HivedSpecAnnotation,
+	for _, k := range []string{AnnotationGroupMembers, AnnotationMaxMembers, AnnotationExtrasBeyondVC, AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption, HivedSpecAnnotation,
 		AnnotationWithinTopology, AnnotationKueueRequiredTopology, AnnotationKAIRequiredPlacement} {
 		h.WriteString(pod.Annotations[k])
 		h.WriteByte(0)

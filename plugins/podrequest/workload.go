@@ -34,7 +34,7 @@ import (
 
 // annotationsFromPodGroup are the hivesched annotations a PodGroup may carry
 // for all its pods.
-var annotationsFromPodGroup = []string{AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption}
+var annotationsFromPodGroup = []string{AnnotationPriority, AnnotationLeafCellType, AnnotationPinnedCell, AnnotationLazyPreemption, AnnotationExtrasBeyondVC}
 
 // PodGroupName is the Workload API pod group a pod names ("" if none).
 func PodGroupName(pod *v1.Pod) string {

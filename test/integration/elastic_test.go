@@ -256,6 +256,45 @@ func TestElasticGangs(t *testing.T) {
 		c.usedIs(t, ns+"-vc", 0)
 	})
 
+	t.Run("extras beyond the VC run as opportunistic when the gang asks for it", func(t *testing.T) {
+		const ns2 = "el2"
+		c.createNamespace(t, ns2)
+		c.createVC(t, ns+"-vc2", []string{ns2}, "V100-NODE", 1) // the fourth node
+		native := func(name string, n int) []*v1.Pod {
+			pods := renamed(gangPods(ns, "ov", ns+"-vc", 0, n, 8), name)
+			for _, p := range pods {
+				p.Annotations[podrequest.AnnotationGroupMembers] = "1"
+				p.Annotations[podrequest.AnnotationMaxMembers] = "3"
+				p.Annotations[podrequest.AnnotationExtrasBeyondVC] = "opportunistic"
+			}
+			return pods
+		}
+		fill := gangPods(ns, "fill", ns+"-vc", 0, 2, 8)
+		minimum := native("ov-min", 1)
+		c.createPods(t, append(fill, minimum...))
+		held := c.waitBound(t, append(fill, minimum...), 30*time.Second)
+		c.usedIs(t, ns+"-vc", 24) // the VC is full
+		t.Logf("the VC's gangs run on %v", held)
+
+		extra := native("ov-extra", 1)
+		c.createPods(t, extra)
+		nodes := c.waitBound(t, extra, 30*time.Second)
+		rec := c.getPod(t, extra[0]).Annotations[hivesched.AnnotationPlacement]
+		require.Contains(t, rec, `"downgraded":true`, "beyond its VC the extra runs as opportunistic: %s", rec)
+		t.Logf("the extra runs beyond its full VC on %s", nodes[0])
+
+		// The fourth node's VC claims it: the extra is taken back, the gang
+		// runs on.
+		owner := gangPods(ns2, "own", ns+"-vc2", 0, 1, 8)
+		c.createPods(t, owner)
+		c.waitDeleted(t, extra, 30*time.Second)
+		c.waitBound(t, owner, 30*time.Second)
+		c.requireStillBound(t, append(fill, minimum...))
+		require.Contains(t, c.eventsNamed(t, ns, extra[0].Name), "Preempted: preempted by affinity group el2/own")
+		c.deletePods(t, append(append(fill, minimum...), owner...))
+		c.usedIs(t, ns+"-vc", 0)
+	})
+
 	t.Run("a Workload API gang of minCount 2 with three pods", func(t *testing.T) {
 		c.createPodGroup(t, ns, "wl", 2, vcLabel)
 		pods := workloadPods(ns, "wl", "", 3, 8)
