@@ -129,12 +129,6 @@ func (g *AffinityGroup) priority() int32 {
 	return g.spec.Priority + extraBand
 }
 
-// specRank is the rank a group of spec s has (priority).
-func specRank(s *AffinityGroupSpec) int32 {
-	g := AffinityGroup{spec: *s}
-	return g.priority()
-}
-
 // reportedPriority is the priority users see: the spec's, -1 once
 // downgraded.
 func (g *AffinityGroup) reportedPriority() int32 {

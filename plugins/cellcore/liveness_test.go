@@ -371,3 +371,9 @@ func (k *Core) explainPool(spec AffinityGroupSpec) string {
 	}
 	return out
 }
+
+// specRank is the rank a group of spec s has (AffinityGroup.priority).
+func specRank(s *AffinityGroupSpec) int32 {
+	g := AffinityGroup{spec: *s}
+	return g.priority()
+}

@@ -179,16 +179,9 @@ func (r *Resolver) fromNativeElastic(pod *v1.Pod) (*Request, error, bool) {
 	}
 	key, _ := GangKeyOf(pod)
 	pods := r.lookups.GangPods(key)
-	leaves := make(map[*v1.Pod]int64, len(pods))
-	for _, p := range pods {
-		n, err := r.PodLeaves(p)
-		if err != nil {
-			if IsAwaiting(err) {
-				return nil, err, true
-			}
-			return nil, fmt.Errorf("%s: its pod %s: %w", what, p.Name, err), true
-		}
-		leaves[p] = n
+	leaves, err := r.gangLeaves(pods, what)
+	if err != nil {
+		return nil, err, true
 	}
 	sorted, _ := minimumOf(pods, int32(len(pods)), leaves, pod, r.lookups.RecordedRole)
 	extra, position := false, 0

@@ -110,16 +110,9 @@ func (r *Resolver) gangShape(pod *v1.Pod, what string, minCount int32) (string, 
 	if int32(len(pods)) < minCount {
 		return "", false, Awaiting(fmt.Sprintf("%s waits for its pods: %d of its %d exist (a gang is placed with all its members, those without GPUs included)", what, len(pods), minCount))
 	}
-	leaves := make(map[*v1.Pod]int64, len(pods))
-	for _, p := range pods {
-		n, err := r.PodLeaves(p)
-		if err != nil {
-			if IsAwaiting(err) {
-				return "", false, err
-			}
-			return "", false, fmt.Errorf("%s: its pod %s: %w", what, p.Name, err)
-		}
-		leaves[p] = n
+	leaves, err := r.gangLeaves(pods, what)
+	if err != nil {
+		return "", false, err
 	}
 	minimum, extra := minimumOf(pods, minCount, leaves, pod, r.lookups.RecordedRole)
 	sizes := map[int64]int32{}
@@ -147,6 +140,24 @@ func (r *Resolver) gangShape(pod *v1.Pod, what string, minCount int32) (string, 
 		parts = append(parts, fmt.Sprintf("%dx0", cellLess))
 	}
 	return strings.Join(parts, ","), extra, nil
+}
+
+// gangLeaves is the leaf cells of each of a gang's pods (what describes the
+// gang in an error); an error of a pod that waits is returned as it is
+// (IsAwaiting).
+func (r *Resolver) gangLeaves(pods []*v1.Pod, what string) (map[*v1.Pod]int64, error) {
+	leaves := make(map[*v1.Pod]int64, len(pods))
+	for _, p := range pods {
+		n, err := r.PodLeaves(p)
+		if err != nil {
+			if IsAwaiting(err) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%s: its pod %s: %w", what, p.Name, err)
+		}
+		leaves[p] = n
+	}
+	return leaves, nil
 }
 
 // Workloads are the Workload API's listers.

@@ -126,23 +126,32 @@ func (g *gang) annotations() map[string]string {
 func (g *gang) pods() []*v1.Pod {
 	ps := util.GangPods(g.ns, g.name, g.vc, g.priority, g.n, g.gpus, "hivesched")
 	for _, p := range ps {
-		if g.workload {
-			p.Labels = map[string]string{}
-			p.Annotations = map[string]string{}
-			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &g.name}
-		} else {
-			for k, v := range g.annotations() {
-				p.Annotations[k] = v
-			}
-			if g.elastic {
-				p.Annotations[hivesched.AnnotationMaxMembers] = fmt.Sprint(g.n + maxExtras)
-			}
-		}
-		p.Labels[labelChaos] = "true"
+		g.inForm(p)
 		p.Labels[labelGang] = g.name
 		p.Annotations[annotationMembers] = fmt.Sprint(g.n)
 	}
 	return ps
+}
+
+// inForm writes the gang's form onto p, one of util.GangPods' pods of the
+// gang (a member or an extra): a Workload API pod names its pod group; a
+// native one carries the gang's annotations and shape (its minimum), and
+// max-members if it is elastic. The driver's own label marks it.
+func (g *gang) inForm(p *v1.Pod) {
+	if g.workload {
+		p.Labels = map[string]string{}
+		p.Annotations = map[string]string{}
+		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &g.name}
+	} else {
+		for k, v := range g.annotations() {
+			p.Annotations[k] = v
+		}
+		p.Annotations[hivesched.AnnotationGroupMembers] = fmt.Sprintf("%dx%d", g.n, g.gpus)
+		if g.elastic {
+			p.Annotations[hivesched.AnnotationMaxMembers] = fmt.Sprint(g.n + maxExtras)
+		}
+	}
+	p.Labels[labelChaos] = "true"
 }
 
 // podGroup is the gang's Workload API PodGroup.
@@ -409,20 +418,9 @@ func (c *churn) addExtra(ctx context.Context) {
 	name := fmt.Sprintf("%s-x%d", g.name, c.seq)
 	p := util.GangPods(g.ns, g.name, g.vc, g.priority, 1, gpus, "hivesched")[0]
 	p.Name = name
-	if g.workload {
-		p.Labels = map[string]string{}
-		p.Annotations = map[string]string{}
-		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &g.name}
-	} else {
-		for k, v := range g.annotations() {
-			p.Annotations[k] = v
-		}
-		p.Annotations[hivesched.AnnotationGroupMembers] = fmt.Sprintf("%dx%d", g.n, g.gpus)
-		p.Annotations[hivesched.AnnotationMaxMembers] = fmt.Sprint(g.n + maxExtras)
-	}
+	g.inForm(p)
 	// For the checks, an extra is a gang of one pod (it is a one-pod
 	// group of its own in the core).
-	p.Labels[labelChaos] = "true"
 	p.Labels[labelGang] = name
 	p.Annotations[annotationMembers] = "1"
 	_, err := c.h.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})

@@ -19,6 +19,13 @@ import (
 // waitPhase waits until AffinityGroup ns/name is in phase and returns it.
 func (e *env) waitPhase(t *testing.T, ns, name string, phase hv1.AffinityGroupPhase, timeout time.Duration) *hv1.AffinityGroup {
 	t.Helper()
+	return e.waitAG(t, ns, name, string(phase), timeout, func(ag *hv1.AffinityGroup) bool { return ag.Status.Phase == phase })
+}
+
+// waitAG waits until AffinityGroup ns/name satisfies ok (what says how, in
+// the failure) and returns it.
+func (e *env) waitAG(t *testing.T, ns, name, what string, timeout time.Duration, ok func(*hv1.AffinityGroup) bool) *hv1.AffinityGroup {
+	t.Helper()
 	var last *hv1.AffinityGroup
 	err := wait.PollUntilContextTimeout(t.Context(), 300*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ag, err := e.vc.HiveschedV1alpha1().AffinityGroups(ns).Get(ctx, name, metav1.GetOptions{})
@@ -26,9 +33,9 @@ func (e *env) waitPhase(t *testing.T, ns, name string, phase hv1.AffinityGroupPh
 			return false, nil
 		}
 		last = ag
-		return ag.Status.Phase == phase, nil
+		return ok(ag), nil
 	})
-	require.NoError(t, err, "AffinityGroup %s/%s never %s: %+v", ns, name, phase, last)
+	require.NoError(t, err, "AffinityGroup %s/%s never %s: %+v", ns, name, what, last)
 	return last
 }
 

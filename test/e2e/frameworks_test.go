@@ -417,17 +417,9 @@ func rayScale(t *testing.T, e *env, name string, replicas int, workersToDelete [
 // column) in phase Running, and returns it.
 func (e *env) waitMembers(t *testing.T, ns, name, members string, timeout time.Duration) *hv1.AffinityGroup {
 	t.Helper()
-	var last *hv1.AffinityGroup
-	err := wait.PollUntilContextTimeout(t.Context(), 300*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ag, err := e.vc.HiveschedV1alpha1().AffinityGroups(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = ag
-		return ag.Status.MembersSummary == members && ag.Status.Phase == hv1.AffinityGroupRunning, nil
+	return e.waitAG(t, ns, name, fmt.Sprintf("Running with members %q", members), timeout, func(ag *hv1.AffinityGroup) bool {
+		return ag.Status.MembersSummary == members && ag.Status.Phase == hv1.AffinityGroupRunning
 	})
-	require.NoError(t, err, "AffinityGroup %s/%s never Running with members %q: %+v", ns, name, members, last)
-	return last
 }
 
 // podEvents are the reasons and messages of the events about pod ns/name.
