@@ -52,6 +52,30 @@ conformance:
 conformance-full:
 	CONFORMANCE_FULL=1 bash hack/conformance.sh
 
+## e2e-gb200: the end-to-end tests of the GB200-shaped local cluster (issue 45, docs/nvlink.md): a second
+## local cluster (HIVESCHED_CLUSTER=gb200, in $(OUT)/local-gb200, ports +200: two NVL72 NVLink domains of 18
+## 4-GPU trays and three 8-GPU H100 nodes) brought up if it is not, TestGB200 run on it (about 2 minutes
+## warm), then brought down; GB200_KEEP=1 leaves it up
+GB200_ENV = HIVESCHED_CLUSTER=gb200 HIVESCHED_LOCAL_DIR=$(CURDIR)/$(OUT)/local-gb200 HIVESCHED_PORT_OFFSET=200
+.PHONY: e2e-gb200 up-gb200 demo-gb200
+e2e-gb200:
+	$(GB200_ENV) bash hack/local-up.sh
+	$(GB200_ENV) HIVESCHED_E2E_KUBECONFIG=$(CURDIR)/$(OUT)/local-gb200/kubeconfig \
+		$(GO) test -count=1 -v -timeout 15m -run 'TestGB200' ./test/e2e/; st=$$?; \
+	if [ "$(GB200_KEEP)" != 1 ]; then $(GB200_ENV) bash hack/local-down.sh; fi; exit $$st
+
+## up-gb200: the GB200-shaped local cluster alone (as e2e-gb200 brings it up); make down-gb200 stops it
+up-gb200:
+	$(GB200_ENV) bash hack/local-up.sh
+down-gb200:
+	$(GB200_ENV) bash hack/local-down.sh $(DOWN_FLAGS)
+
+## demo-gb200: the NVLink-domain demo on the GB200-shaped local cluster (hack/demo-gb200.sh): a tenant's
+## 72-GPU job in one domain, another tenant's 1-GPU jobs filling the rest, the first tenant's next 72-GPU
+## job getting a whole domain back by preempting only opportunistic pods
+demo-gb200:
+	$(GB200_ENV) bash hack/demo-gb200.sh $(DEMO_FLAGS)
+
 ## e2e-frameworks: the framework tests whose controllers are slow to build (issue 39; 3-5 min each the
 ## first time), on the local cluster (brought up if it is not): JobSet v0.12.0's controller
 ## (hack/local-jobset.sh), Kubeflow Trainer v2.3.0's (hack/local-trainer.sh), LeaderWorkerSet v0.8.0's
@@ -217,8 +241,16 @@ vet:
 unit:
 	$(GO) test -count=1 ./apis/... ./cmd/... ./plugins/... ./test/fakedra/... ./test/manifests/... ./test/perf/... ./test/chaos/... ./test/localenv/...
 
+# The suite's output (every API server's log included) is kept in
+# $(OUT)/integration.txt; on a failure the failing tests' own lines are
+# printed again at the end, where CI's tail shows them.
 integration:
-	$(GO) test -count=1 -timeout 20m ./test/integration/...
+	@mkdir -p $(OUT)
+	@{ $(GO) test -count=1 -timeout 20m ./test/integration/... 2>&1; echo $$? > $(OUT)/integration.rc; } | tee $(OUT)/integration.txt; \
+	st=$$(cat $(OUT)/integration.rc); if [ "$$st" != 0 ]; then \
+	  echo "=== integration failed (exit $$st); the failing tests' lines (full log: $(OUT)/integration.txt):"; \
+	  grep -E -e '^\s*--- FAIL|^FAIL|^panic:|_test\.go:[0-9]+:|^\s+(Error Trace|Error|Messages|Test):|^\s+(expected|actual)' $(OUT)/integration.txt | grep -v -E '^[IWE][0-9]{4} ' | head -n 300; \
+	fi; exit $$st
 
 ## browser-test: the dashboard in a real headless Chromium (CHROMIUM, default /usr/bin/chromium; Debian's
 ## package chromium) against a scheduler on a real API server, and at 10,000 nodes; screenshots in

@@ -118,6 +118,17 @@ SCHEDULER_FEATURE_GATES=${HIVESCHED_SCHEDULER_FEATURE_GATES-$FEATURE_GATES}
 # served in scheduling.k8s.io/v1beta1, CompositePodGroup only in v1alpha3.
 RUNTIME_CONFIG=${HIVESCHED_RUNTIME_CONFIG-scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true}
 
+# The cluster's shape (HIVESCHED_CLUSTER): "sample" (the default: racks a
+# and b of four 8-GPU V100 nodes and two 4-GPU T4 nodes, the sample
+# physicalCluster of manifests/scheduler/), or "gb200": two GB200 NVL72
+# NVLink domains of 18 4-GPU trays beside three 8-GPU H100 nodes
+# (docs/nvlink.md; gb200_cluster in local-up.sh).
+CLUSTER=${HIVESCHED_CLUSTER:-sample}
+case $CLUSTER in
+  sample | gb200) ;;
+  *) echo "HIVESCHED_CLUSTER must be 'sample' (the default) or 'gb200', not '$CLUSTER'" >&2; exit 2 ;;
+esac
+
 # LOCAL_CLUSTER_ENV: the running cluster's settings, written by local-up.sh
 # (cluster_env) and removed by local-down.sh.
 LOCAL_CLUSTER_ENV=$LOCAL_DIR/cluster.env
@@ -129,6 +140,9 @@ cluster_env() {
   for v in "${PORT_VARS[@]}"; do printf 'HIVESCHED_%s=%s\n' "$v" "${!v}"; done
   printf 'HIVESCHED_FEATURE_GATES=%s\nHIVESCHED_SCHEDULER_FEATURE_GATES=%s\nHIVESCHED_RUNTIME_CONFIG=%s\n' \
     "$FEATURE_GATES" "$SCHEDULER_FEATURE_GATES" "$RUNTIME_CONFIG"
+  # Written only for another shape than the sample, so that a sample
+  # cluster brought up before the option existed keeps its settings file.
+  [[ $CLUSTER == sample ]] || printf 'HIVESCHED_CLUSTER=%s\n' "$CLUSTER"
 }
 
 # Start order. Stopping walks it backwards: the operator, the schedulers,

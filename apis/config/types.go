@@ -137,6 +137,9 @@ type SliceTopologyArgs struct {
 	// one level of cells above the node, grouping the cells below by the
 	// label's value.
 	NodeGroupLabels []string
+	// NodeGroupSizes: the cells a complete group of a label holds; a
+	// smaller group is padded with absent nodes (lost capacity).
+	NodeGroupSizes map[string]int32
 }
 
 // PhysicalClusterSpec is HiveD's physicalCluster configuration.

@@ -174,6 +174,13 @@ func (in *SliceTopologyArgs) DeepCopyInto(out *SliceTopologyArgs) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.NodeGroupSizes != nil {
+		in, out := &in.NodeGroupSizes, &out.NodeGroupSizes
+		*out = make(map[string]int32, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	return
 }
 

@@ -1,6 +1,9 @@
 package cellcore
 
-import "fmt"
+import (
+	"fmt"
+	"sort"
+)
 
 // SetNodeHealth records a node's health. Health propagates up the cell tree
 // through the counters: no new placement lands on a leaf of a node that is
@@ -33,6 +36,18 @@ func (k *Core) SetNodeHealth(name string, h NodeHealth) error {
 	}
 	k.scratchCounts = olds[:0]
 	return nil
+}
+
+// NodeNames returns the names of the physical cluster's nodes, sorted.
+func (k *Core) NodeNames() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]string, 0, len(k.nodes))
+	for n := range k.nodes {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // NodeHealthOf returns a node's recorded health.

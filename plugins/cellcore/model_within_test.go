@@ -52,7 +52,11 @@ func init() {
 		if !*modelWithin || m.r.Intn(3) >= share {
 			return
 		}
-		s.WithinTopologyKey = m.pick([]string{rackKey, rackKey, rackKey, hostKey, hostKey, socketKey, zoneKey})
+		keys := []string{rackKey, rackKey, rackKey, hostKey, hostKey, socketKey, zoneKey}
+		if v, ok := withinKeys.Load(m); ok {
+			keys = v.([]string)
+		}
+		s.WithinTopologyKey = m.pick(keys)
 	}
 	modelOutcomeHook = func(m *modelRun, s AffinityGroupSpec, d Decision, err error) {
 		key := s.WithinTopologyKey
@@ -96,6 +100,8 @@ func checkWithinPods(m *modelRun, key string, pods []PodPlacement) {
 			require.Equal(m.t, strings.SplitN(first.Node, "-", 2)[0], strings.SplitN(p.Node, "-", 2)[0], "pods of a group within one rack: %+v", pods)
 		case hostKey:
 			require.Equal(m.t, first.Node, p.Node, "pods of a group within one node: %+v", pods)
+		case cliqueKey:
+			require.Equal(m.t, modelClique(first.Node), modelClique(p.Node), "pods of a group within one NVLink domain: %+v", pods)
 		case socketKey:
 			require.Equal(m.t, first.Node, p.Node, "pods of a group within one socket: %+v", pods)
 			for _, idx := range p.LeafCellIndices {
@@ -125,6 +131,10 @@ func reportKeyedOracle(t *testing.T, since [5]int64) {
 // withinShare: runs (*modelRun) that draw more constrained groups than one
 // in three (TestModelRandomizedWithin).
 var withinShare sync.Map
+
+// withinKeys: runs (*modelRun) that draw their constraints' keys from
+// another list (model_nvlink_test.go).
+var withinKeys sync.Map
 
 // TestModelRandomizedWithin is the model test on a cluster and VCs made
 // for topology constraints: four racks, VCs that reserve racks and nodes

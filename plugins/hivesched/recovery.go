@@ -141,12 +141,15 @@ func pointers[T any](items []T) []*T {
 func (p *HiveSched) rebuild(ctx context.Context, nodes []*v1.Node, pods []*v1.Pod, report bool) error {
 	logger := klog.FromContext(ctx)
 	start := time.Now()
+	present := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
+		present[n.Name] = true
 		if _, known := p.core.NodeHealthOf(n.Name); known {
 			_ = p.core.SetNodeHealth(n.Name, devices.NodeHealth(n))
 			p.nodeDevices(logger, n)
 		}
 	}
+	p.markAbsent(logger, p.core.NodeNames(), present)
 	vcs, err := p.vcClient.HiveschedV1alpha1().VirtualClusters().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing virtual clusters (is the CRD installed?): %w", err)
@@ -280,5 +283,35 @@ func (p *HiveSched) seedAGs() {
 		if req, err := p.request(pod); err == nil && req != nil {
 			p.ags.Seen(pod, req)
 		}
+	}
+}
+
+// markAbsent counts the physical cluster's nodes that do not exist (not in
+// present) as lost capacity, as a deleted node is (onNode): a node the
+// configuration names that was never created or was deleted while no
+// scheduler ran, a tray missing from an NVLink domain (docs/nvlink.md), an
+// absent node padding a derived group short of its nodeGroupSizes. Not
+// Unknown, which is capacity expected back and not counted: the VC whose
+// virtual cells the loss leaves short gets doomed cells, and its status
+// says so. The node joins as it is once it is created.
+func (p *HiveSched) markAbsent(logger klog.Logger, names []string, present map[string]bool) {
+	var absent []string
+	for _, name := range names {
+		if present[name] {
+			continue
+		}
+		if h, known := p.core.NodeHealthOf(name); !known || h == cellcore.NodeBad {
+			continue
+		}
+		if err := p.core.SetNodeHealth(name, cellcore.NodeBad); err != nil {
+			logger.Error(err, "marking an absent node", "node", name)
+			continue
+		}
+		metrics.NodeHealthChanged(cellcore.NodeBad)
+		absent = append(absent, name)
+	}
+	if len(absent) > 0 {
+		logger.Info("nodes of the physical cluster that do not exist: counted as lost capacity (health bad) until they are created", "nodes", absent)
+		p.vcs.Changed()
 	}
 }

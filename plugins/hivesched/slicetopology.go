@@ -51,6 +51,7 @@ func deriveCluster(logger klog.Logger, args *config.HiveSchedArgs, nodes []*v1.N
 	opts := slicetopology.Options{Driver: args.DRA.Driver}
 	if args.SliceTopology != nil {
 		opts.NodeGroupLabels = args.SliceTopology.NodeGroupLabels
+		opts.NodeGroupSizes = args.SliceTopology.NodeGroupSizes
 	}
 	res, err := slicetopology.Build(opts, nodes, slices)
 	if err != nil {
@@ -79,6 +80,12 @@ func deriveCluster(logger klog.Logger, args *config.HiveSchedArgs, nodes []*v1.N
 	types := make([]string, 0, len(res.PhysicalCluster.CellTypes))
 	for t := range res.PhysicalCluster.CellTypes {
 		types = append(types, t)
+	}
+	if len(res.Absent) > 0 {
+		// Domains short of their nodeGroupSizes: the padding is absent
+		// nodes, lost capacity (markAbsent).
+		logger.Info("groups short of their nodeGroupSizes in the physical cluster derived from ResourceSlices: padded with absent nodes, counted as lost capacity",
+			"absentNodes", res.Absent)
 	}
 	logger.Info("physical cluster derived from ResourceSlices", "driver", args.DRA.Driver, "nodes", len(res.Nodes),
 		"topCells", len(res.PhysicalCluster.PhysicalCells), "cellTypes", types, "leftOut", len(res.Skipped))

@@ -321,12 +321,18 @@ func (p *HiveSched) topologyApplied(logger klog.Logger, res cellcore.PhysicalCha
 	logger.Info("physical cluster changed with the ResourceSlices", "addedNodes", res.AddedNodes, "removedNodes", res.RemovedNodes,
 		"changedNodes", res.ChangedNodes, "cancelledPreemptions", res.Cancelled)
 	lister := p.handle.SharedInformerFactory().Core().V1().Nodes().Lister()
+	var added []string
+	present := map[string]bool{}
 	for _, name := range append(append([]string(nil), res.AddedNodes...), res.ChangedNodes...) {
 		if n, err := lister.Get(name); err == nil {
+			present[name] = true
 			p.onNode(logger, n, false)
+		} else {
+			added = append(added, name) // an absent node padding a short group
 		}
 		p.sliceNode(logger, name)
 	}
+	p.markAbsent(logger, added, present)
 	for _, vc := range p.vcs.RejectedObjects() {
 		p.applyVC(logger, vc)
 	}

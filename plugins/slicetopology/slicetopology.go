@@ -68,6 +68,11 @@ type Options struct {
 	// NVLink clique label, then topology.kubernetes.io/rack): each is one
 	// level above the node, named LevelName(key).
 	NodeGroupLabels []string
+	// NodeGroupSizes are the cells a complete group of a label holds
+	// (NVL72: 18 trays): a smaller group is padded with absent nodes
+	// (Result.Absent), so that its cell is of the complete type; a larger
+	// one is not grouped at that level.
+	NodeGroupSizes map[string]int32
 }
 
 // Skipped is a node whose GPUs are not in the topology, and why.
@@ -92,6 +97,25 @@ type Result struct {
 	// disagree on it): they are in the topology, one level lower than
 	// their neighbours. Informational, sorted.
 	Ungrouped []Skipped
+	// Absent are the node-level cells that pad a group short of its
+	// NodeGroupSizes (named AbsentNodeName): nodes that do not exist,
+	// which the plugin counts as lost capacity. Sorted.
+	Absent []string
+}
+
+// AbsentNodeName names the i-th absent node that pads the group of a label
+// key whose value is value (i counts from the group's present size). It
+// carries the level and the group, so that a VC's doomed cells and the log
+// say which domain is short: "absent-17.clique.<value>" (a value longer
+// than a node name allows is cut). The plugin never sees a Node of that
+// name: were one created, it would be a node of the cluster like any other
+// at the next derivation, and the padding would take the next free index.
+func AbsentNodeName(level, value string, i int) string {
+	n := "absent-" + strconv.Itoa(i) + "." + level + "." + strings.ToLower(value)
+	if len(n) > 253 {
+		n = strings.TrimRight(n[:253], ".-")
+	}
+	return n
 }
 
 // LevelName is the name a node label key gives its level in type names:
@@ -171,7 +195,7 @@ func Build(opts Options, nodes []*v1.Node, slices []*resourceapi.ResourceSlice) 
 	}
 
 	for _, key := range opts.NodeGroupLabels {
-		cells = group(cells, key, LevelName(key), types, &res)
+		cells = group(cells, key, LevelName(key), opts.NodeGroupSizes[key], byName, types, &res)
 	}
 
 	for t := range types {
@@ -186,6 +210,7 @@ func Build(opts Options, nodes []*v1.Node, slices []*resourceapi.ResourceSlice) 
 	if len(types) > 0 {
 		res.PhysicalCluster.CellTypes = types
 	}
+	sort.Strings(res.Absent)
 	sort.Slice(res.Skipped, func(i, j int) bool { return res.Skipped[i].Node < res.Skipped[j].Node })
 	sort.Slice(res.Ungrouped, func(i, j int) bool {
 		if res.Ungrouped[i].Node != res.Ungrouped[j].Node {
@@ -318,8 +343,10 @@ func nodeCell(idx *dra.Slices, driver string, node *v1.Node, types map[string]co
 
 // group makes one level: the cells whose nodes all carry the same value of
 // key, and are of one type, become the children of one cell. The others
-// stay as they are, one level lower than their neighbours.
-func group(cells []*cell, key, level string, types map[string]config.CellTypeSpec, res *Result) []*cell {
+// stay as they are, one level lower than their neighbours. With size (the
+// complete group's cell count), a smaller group is padded with absent
+// copies of its first cell (absentCell) and a larger one is not grouped.
+func group(cells []*cell, key, level string, size int32, present map[string]*v1.Node, types map[string]config.CellTypeSpec, res *Result) []*cell {
 	type groupKey struct{ value, childType string }
 	groups := map[groupKey][]*cell{}
 	var out []*cell
@@ -337,9 +364,32 @@ func group(cells []*cell, key, level string, types map[string]config.CellTypeSpe
 	}
 	for k, kids := range groups {
 		sortCells(kids)
-		t := Name(k.childType, level, len(kids))
-		types[t] = config.CellTypeSpec{ChildCellType: k.childType, ChildCellNumber: int32(len(kids)), TopologyKey: key}
+		if size > 0 && int32(len(kids)) > size {
+			for _, kid := range kids {
+				for _, n := range kid.nodes {
+					res.Ungrouped = append(res.Ungrouped, Skipped{n.Name, fmt.Sprintf("not grouped by %s: its group %s has %d cells of type %s, more than nodeGroupSizes gives (%d)",
+						key, k.value, len(kids), k.childType, size)})
+				}
+			}
+			out = append(out, kids...)
+			continue
+		}
+		n := len(kids)
+		if size > 0 {
+			n = int(size)
+		}
+		t := Name(k.childType, level, n)
+		types[t] = config.CellTypeSpec{ChildCellType: k.childType, ChildCellNumber: int32(n), TopologyKey: key}
 		g := &cell{spec: config.PhysicalCellSpec{CellType: t, CellAddress: k.value}, leafType: kids[0].leafType}
+		for i := len(kids); len(kids) < n; i++ {
+			name := AbsentNodeName(level, k.value, i)
+			if present[name] != nil {
+				continue // a Node of that name exists: the next index
+			}
+			kid, absent := absentCell(kids[0], name)
+			kids = append(kids, kid)
+			res.Absent = append(res.Absent, absent...)
+		}
 		for _, kid := range kids {
 			ks := kid.spec
 			// A child's type is its parent's child type: written once, as
@@ -351,6 +401,38 @@ func group(cells []*cell, key, level string, types map[string]config.CellTypeSpe
 		out = append(out, g)
 	}
 	return out
+}
+
+// absentCell is a copy of like, of the same shape, whose nodes are absent:
+// named name when like is a node, name-<i> for its i-th node when it is
+// above node level. It returns the absent nodes' names.
+func absentCell(like *cell, name string) (*cell, []string) {
+	c := &cell{spec: like.spec, leafType: like.leafType}
+	c.spec.CellAddress = name
+	if len(like.nodes) == 1 && like.spec.CellAddress == like.nodes[0].Name {
+		return c, []string{name} // a node: its children are devices
+	}
+	isNode := map[string]bool{}
+	for _, n := range like.nodes {
+		isNode[n.Name] = true
+	}
+	var names []string
+	var rename func(in []config.PhysicalCellSpec) []config.PhysicalCellSpec
+	rename = func(in []config.PhysicalCellSpec) []config.PhysicalCellSpec {
+		out := make([]config.PhysicalCellSpec, len(in))
+		for j, ch := range in {
+			out[j] = ch
+			if isNode[ch.CellAddress] {
+				out[j].CellAddress = name + "-" + strconv.Itoa(len(names))
+				names = append(names, out[j].CellAddress)
+				continue
+			}
+			out[j].CellChildren = rename(ch.CellChildren)
+		}
+		return out
+	}
+	c.spec.CellChildren = rename(like.spec.CellChildren)
+	return c, names
 }
 
 // commonLabel is the value of key on every node, or why there is none.

@@ -320,3 +320,64 @@ func TestNames(t *testing.T) {
 	require.Equal(t, "A-B", LeafType(" A.B "))
 	require.Equal(t, "", LeafType(" . "))
 }
+
+// TestShortDomainPadded (issue 45): with nodeGroupSizes, an NVLink domain
+// short of trays is a cell of the complete type, its missing trays absent
+// nodes (named after the level and the domain), so that it is of one type
+// with the complete domains whatever is missing; a group larger than its
+// size is not grouped.
+func TestShortDomainPadded(t *testing.T) {
+	const gb200 = "NVIDIA GB200"
+	var nodes []*v1.Node
+	var slices []*resourceapi.ResourceSlice
+	add := func(name, clique string) {
+		nodes = append(nodes, node(name, cliqueKey, clique))
+		slices = append(slices, dratest.Slice(name, gb200, 4))
+	}
+	for i := 0; i < 4; i++ {
+		add(fmt.Sprintf("a%d", i), "uuid-a.1")
+	}
+	for i := 0; i < 2; i++ {
+		add(fmt.Sprintf("b%d", i), "uuid-b.1") // two trays out
+	}
+	for i := 0; i < 5; i++ {
+		add(fmt.Sprintf("c%d", i), "uuid-c.1") // one tray more than a domain holds
+	}
+	// A Node named as b's third absent tray would be: the padding skips it.
+	nodes = append(nodes, node(AbsentNodeName("clique", "uuid-b.1", 2)))
+	o := opts(cliqueKey)
+	o.NodeGroupSizes = map[string]int32{cliqueKey: 4}
+	res, err := Build(o, nodes, slices)
+	require.NoError(t, err)
+	const nodeT = "NVIDIA-GB200-pcie2-node2"
+	require.Equal(t, config.CellTypeSpec{ChildCellType: nodeT, ChildCellNumber: 4, TopologyKey: cliqueKey}, res.PhysicalCluster.CellTypes[nodeT+"-clique4"])
+	require.NotContains(t, res.PhysicalCluster.CellTypes, nodeT+"-clique2")
+	require.NotContains(t, res.PhysicalCluster.CellTypes, nodeT+"-clique5")
+	absent := []string{"absent-3.clique.uuid-b.1", "absent-4.clique.uuid-b.1"}
+	require.Equal(t, absent, res.Absent)
+	var b config.PhysicalCellSpec
+	for _, c := range res.PhysicalCluster.PhysicalCells {
+		if c.CellAddress == "uuid-b.1" {
+			b = c
+		}
+	}
+	require.Equal(t, nodeT+"-clique4", b.CellType)
+	var addrs []string
+	for _, ch := range b.CellChildren {
+		addrs = append(addrs, ch.CellAddress)
+	}
+	require.Equal(t, append([]string{"b0", "b1"}, absent...), addrs)
+	var ungrouped []string
+	for _, u := range res.Ungrouped {
+		ungrouped = append(ungrouped, u.Node)
+		require.Contains(t, u.Reason, "more than nodeGroupSizes gives (4)")
+	}
+	require.Equal(t, []string{"c0", "c1", "c2", "c3", "c4"}, ungrouped)
+	// The cell core takes it: the absent trays are nodes it knows.
+	k, err := cellcore.New(cellspec.Config(res.PhysicalCluster))
+	require.NoError(t, err)
+	for _, n := range absent {
+		_, known := k.NodeHealthOf(n)
+		require.True(t, known, n)
+	}
+}

@@ -37,20 +37,33 @@ type env struct {
 	root       string
 }
 
+// setup is the local cluster of the sample shape (make e2e); the tests
+// that call it skip on another shape.
 func setup(t *testing.T) *env {
+	e := connect(t, "sample", "make e2e")
+	clearSampleNamespaces.Do(func() { e.clearNamespaces(t, "vision", "speech") })
+	return e
+}
+
+// connect is the local cluster of HIVESCHED_E2E_KUBECONFIG, if it is of the
+// shape the test needs (HIVESCHED_CLUSTER: util.LocalClusterShape); else
+// the test skips, saying which target runs it.
+func connect(t *testing.T, shape, target string) *env {
 	kc := os.Getenv("HIVESCHED_E2E_KUBECONFIG")
 	if kc == "" {
-		t.Skip("no local cluster: run `make e2e` (it brings one up with hack/local-up.sh), or set HIVESCHED_E2E_KUBECONFIG")
+		t.Skipf("no local cluster: run `%s` (it brings one up with hack/local-up.sh), or set HIVESCHED_E2E_KUBECONFIG", target)
+	}
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	root := filepath.Join(wd, "..", "..")
+	if got, err := util.LocalClusterShape(root); err == nil && got != shape {
+		t.Skipf("the local cluster is of shape %q (HIVESCHED_CLUSTER); this test needs %q: run `%s`", got, shape, target)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	require.NoError(t, err)
 	jc := rest.CopyConfig(cfg)
 	jc.ContentType = "application/json"
-	wd, err := os.Getwd()
-	require.NoError(t, err)
-	e := &env{kubeconfig: kc, kube: kubernetes.NewForConfigOrDie(cfg), vc: versioned.NewForConfigOrDie(jc), root: filepath.Join(wd, "..", "..")}
-	clearSampleNamespaces.Do(func() { e.clearSampleNamespaces(t) })
-	return e
+	return &env{kubeconfig: kc, kube: kubernetes.NewForConfigOrDie(cfg), vc: versioned.NewForConfigOrDie(jc), root: root}
 }
 
 // clearSampleNamespaces runs once per e2e run: the sample namespaces
@@ -59,13 +72,13 @@ func setup(t *testing.T) *env {
 // need.
 var clearSampleNamespaces sync.Once
 
-func (e *env) clearSampleNamespaces(t *testing.T) {
+func (e *env) clearNamespaces(t *testing.T, namespaces ...string) {
 	zero := int64(0)
-	for _, ns := range []string{"vision", "speech"} {
+	for _, ns := range namespaces {
 		require.NoError(t, e.kube.CoreV1().Pods(ns).DeleteCollection(t.Context(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}))
 	}
 	require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 300*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		for _, ns := range []string{"vision", "speech"} {
+		for _, ns := range namespaces {
 			l, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil || len(l.Items) > 0 {
 				return false, nil

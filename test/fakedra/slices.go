@@ -32,6 +32,25 @@ const (
 	managedBy      = "hivesched-fakedra"
 )
 
+// model is what NVIDIA's gpu-kubelet-plugin reads from NVML for a GPU
+// model (cmd/gpu-kubelet-plugin/deviceinfo.go: productName, brand,
+// architecture, cudaComputeCapability, memory), for the models the local
+// clusters' nodes carry.
+type model struct {
+	product, brand, architecture, computeCapability, memory string
+}
+
+// models by GPU Feature Discovery's product label (NVML's product name with
+// dashes for spaces). NVML names a GB200 NVL72 GPU "NVIDIA GB200", of the
+// Blackwell architecture, compute capability 10.0, with 186 GiB of HBM3e
+// (the size NVML reports is a little under the marketing 192 GB).
+var models = map[string]model{
+	"Tesla-V100-SXM2-32GB":  {product: "Tesla V100-SXM2-32GB", architecture: "Volta", computeCapability: "7.0.0", memory: "32Gi"},
+	"Tesla-T4":              {product: "Tesla T4", architecture: "Turing", computeCapability: "7.5.0", memory: "16Gi"},
+	"NVIDIA-H100-80GB-HBM3": {product: "NVIDIA H100 80GB HBM3", brand: "Nvidia", architecture: "Hopper", computeCapability: "9.0.0", memory: "80Gi"},
+	"NVIDIA-GB200":          {product: "NVIDIA GB200", brand: "Nvidia", architecture: "Blackwell", computeCapability: "10.0.0", memory: "186Gi"},
+}
+
 // fakeNode reports whether node is a kwok fake node.
 func fakeNode(node *v1.Node) bool {
 	return node.Annotations[kwokAnnotation] == "fake"
@@ -57,17 +76,22 @@ func sliceFor(node *v1.Node) *resourceapi.ResourceSlice {
 	if !fakeNode(node) || gpus <= 0 {
 		return nil
 	}
-	product := strings.Replace(node.Labels[productLabel], "-", " ", 1)
-	if product == "" {
-		product = defaultProduct
+	label := node.Labels[productLabel]
+	m, known := models[label]
+	if !known {
+		m = model{product: strings.Replace(label, "-", " ", 1), architecture: "Volta", computeCapability: "7.0.0", memory: "32Gi"}
+		if label == "" {
+			m.product = defaultProduct
+		}
 	}
-	s := dratest.Slice(node.Name, product, gpus)
-	if strings.Contains(product, "T4") {
-		for i := range s.Spec.Devices {
-			d := &s.Spec.Devices[i]
-			d.Attributes["architecture"] = resourceapi.DeviceAttribute{StringValue: ptr.To("Turing")}
-			d.Attributes["cudaComputeCapability"] = resourceapi.DeviceAttribute{VersionValue: ptr.To("7.5.0")}
-			d.Capacity["memory"] = resourceapi.DeviceCapacity{Value: resource.MustParse("16Gi")}
+	s := dratest.Slice(node.Name, m.product, gpus)
+	for i := range s.Spec.Devices {
+		d := &s.Spec.Devices[i]
+		d.Attributes["architecture"] = resourceapi.DeviceAttribute{StringValue: ptr.To(m.architecture)}
+		d.Attributes["cudaComputeCapability"] = resourceapi.DeviceAttribute{VersionValue: ptr.To(m.computeCapability)}
+		d.Capacity["memory"] = resourceapi.DeviceCapacity{Value: resource.MustParse(m.memory)}
+		if m.brand != "" {
+			d.Attributes["brand"] = resourceapi.DeviceAttribute{StringValue: ptr.To(m.brand)}
 		}
 	}
 	s.Labels = map[string]string{managedByLabel: managedBy}

@@ -74,3 +74,24 @@ func TestDeviceClass(t *testing.T) {
 	require.Equal(t, "gpu.nvidia.com", c.Name)
 	require.Contains(t, c.Spec.Selectors[0].CEL.Expression, "device.driver == 'gpu.nvidia.com'")
 }
+
+// TestSliceForGB200AndH100Nodes (issue 45): the GB200-shaped cluster's
+// trays and H100 nodes publish what NVIDIA's driver reads from NVML for
+// those models.
+func TestSliceForGB200AndH100Nodes(t *testing.T) {
+	s := sliceFor(kwokNode("gb-a00", 4, map[string]string{productLabel: "NVIDIA-GB200", "nvidia.com/gpu.clique": "x.1"}))
+	require.NotNil(t, s)
+	require.Len(t, s.Spec.Devices, 4)
+	for _, d := range s.Spec.Devices {
+		require.Equal(t, "NVIDIA GB200", *d.Attributes["productName"].StringValue)
+		require.Equal(t, "Blackwell", *d.Attributes["architecture"].StringValue)
+		require.Equal(t, "10.0.0", *d.Attributes["cudaComputeCapability"].VersionValue)
+		mem := d.Capacity["memory"].Value
+		require.Equal(t, "186Gi", mem.String())
+	}
+	h := sliceFor(kwokNode("h100-0", 8, map[string]string{productLabel: "NVIDIA-H100-80GB-HBM3"}))
+	require.NotNil(t, h)
+	require.Len(t, h.Spec.Devices, 8)
+	require.Equal(t, "NVIDIA H100 80GB HBM3", *h.Spec.Devices[7].Attributes["productName"].StringValue)
+	require.Equal(t, "Hopper", *h.Spec.Devices[7].Attributes["architecture"].StringValue)
+}

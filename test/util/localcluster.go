@@ -76,3 +76,16 @@ func LocalFeatureGate(root, name string) (bool, error) {
 	}
 	return false, nil
 }
+
+// LocalClusterShape is the local cluster's shape (HIVESCHED_CLUSTER of
+// hack/local-env.sh): "sample" or "gb200".
+func LocalClusterShape(root string) (string, error) {
+	env, err := LocalClusterEnv(root)
+	if err != nil {
+		return "", err
+	}
+	if s := env["HIVESCHED_CLUSTER"]; s != "" {
+		return s, nil
+	}
+	return "sample", nil
+}

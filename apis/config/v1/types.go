@@ -190,6 +190,18 @@ type SliceTopologyArgs struct {
 	// A node without the label is not grouped at that level.
 	// +optional
 	NodeGroupLabels []string `json:"nodeGroupLabels,omitempty"`
+
+	// NodeGroupSizes are the number of cells a complete group of a label
+	// of NodeGroupLabels holds (nvidia.com/gpu.clique: 18, the compute
+	// trays of an NVL72 domain). A group with fewer (a tray out for repair,
+	// a rack partly delivered) is still a cell of the complete type: the
+	// missing cells are absent nodes, lost capacity as a deleted node's,
+	// so that a VC that owns the domain keeps owning it and sees what it
+	// is short of (docs/nvlink.md). A group with more is not grouped at
+	// that level. A label without a size makes cells of as many as its
+	// groups have.
+	// +optional
+	NodeGroupSizes map[string]int32 `json:"nodeGroupSizes,omitempty"`
 }
 
 // PhysicalClusterSpec is HiveD's physicalCluster configuration.

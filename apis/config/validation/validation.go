@@ -22,6 +22,7 @@ package validation
 import (
 	"fmt"
 	"net"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -207,6 +208,20 @@ func validateSliceTopology(path *field.Path, st *config.SliceTopologyArgs) field
 			continue
 		}
 		levels[level] = k
+	}
+	sizes := make([]string, 0, len(st.NodeGroupSizes))
+	for k := range st.NodeGroupSizes {
+		sizes = append(sizes, k)
+	}
+	sort.Strings(sizes)
+	for _, k := range sizes {
+		p := path.Child("nodeGroupSizes").Key(k)
+		if _, ok := keys[k]; !ok {
+			allErrs = append(allErrs, field.Invalid(p, k, "not a key of nodeGroupLabels: a size is of a level the derivation makes"))
+		}
+		if n := st.NodeGroupSizes[k]; n < 1 || n > 4096 {
+			allErrs = append(allErrs, field.Invalid(p, n, "must be between 1 and 4096"))
+		}
 	}
 	return allErrs
 }

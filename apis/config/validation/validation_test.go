@@ -226,6 +226,19 @@ func TestValidateHiveSchedArgs(t *testing.T) {
 			},
 		},
 		{
+			name: "bad node group sizes",
+			mutate: func(a *config.HiveSchedArgs) {
+				a.PhysicalClusterFrom = config.PhysicalClusterFromResourceSlices
+				a.PhysicalCluster = config.PhysicalClusterSpec{}
+				a.SliceTopology = &config.SliceTopologyArgs{NodeGroupLabels: []string{"nvidia.com/gpu.clique"},
+					NodeGroupSizes: map[string]int32{"nvidia.com/gpu.clique": 0, "topology.kubernetes.io/rack": 4}}
+			},
+			wantErrs: []string{
+				`args.sliceTopology.nodeGroupSizes[nvidia.com/gpu.clique]: Invalid value: 0: must be between 1 and 4096`,
+				`args.sliceTopology.nodeGroupSizes[topology.kubernetes.io/rack]: Invalid value: "topology.kubernetes.io/rack": not a key of nodeGroupLabels: a size is of a level the derivation makes`,
+			},
+		},
+		{
 			name: "all errors are reported together",
 			mutate: func(a *config.HiveSchedArgs) {
 				*a = config.HiveSchedArgs{}

@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	hv1 "github.com/hivesched/hivesched/apis/hivesched/v1alpha1"
+	"github.com/hivesched/hivesched/plugins/hivesched"
+	"github.com/hivesched/hivesched/test/util"
+)
+
+// The GB200-shaped local cluster (issue 45; HIVESCHED_CLUSTER=gb200, make
+// e2e-gb200): two NVL72 NVLink domains of 18 4-GPU trays beside three 8-GPU
+// H100 nodes; vc-frontier owns a whole domain, vc-labs half of one and two
+// H100 nodes (manifests/samples/gb200/).
+
+const cliqueLabel = "nvidia.com/gpu.clique"
+
+var clearGB200Namespaces sync.Once
+
+func setupGB200(t *testing.T) *env {
+	e := connect(t, "gb200", "make e2e-gb200")
+	clearGB200Namespaces.Do(func() { e.clearNamespaces(t, "frontier", "labs") })
+	return e
+}
+
+// gb200Gang is a gang of n pods of gpus GB200 each; within asks for one
+// NVLink domain.
+func gb200Gang(ns, group, vc string, priority, n int, gpus int64, within bool) []*v1.Pod {
+	ps := util.GangPods(ns, group, vc, priority, n, gpus, "hivesched")
+	for _, p := range ps {
+		p.Annotations[hivesched.AnnotationLeafCellType] = "GB200"
+		if within {
+			p.Annotations[hivesched.AnnotationWithinTopology] = cliqueLabel
+		}
+	}
+	return ps
+}
+
+// cliquesOf maps the nodes pods run on to their NVLink domains (the
+// nodes' clique label) and counts the pods in each.
+func (e *env) cliquesOf(t *testing.T, nodes []string) map[string]int {
+	out := map[string]int{}
+	for _, n := range nodes {
+		node, err := e.kube.CoreV1().Nodes().Get(t.Context(), n, metav1.GetOptions{})
+		require.NoError(t, err)
+		c := node.Labels[cliqueLabel]
+		require.NotEmpty(t, c, "node %s has no %s label: not a GB200 tray", n, cliqueLabel)
+		out[c]++
+	}
+	return out
+}
+
+// waitPodEvent waits for an event on pod p whose message contains want.
+func (e *env) waitPodEvent(t *testing.T, p *v1.Pod, want string, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 300*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		return strings.Contains(e.podEvents(t, p.Namespace, p.Name), want), nil
+	})
+	require.NoError(t, err, "no event on %s saying %q; its events:%s", p.Name, want, e.podEvents(t, p.Namespace, p.Name))
+}
+
+func TestGB200(t *testing.T) {
+	e := setupGB200(t)
+
+	t.Run("bring-up: 36 trays in two cliques and 3 H100 nodes, VCs Active", func(t *testing.T) {
+		nodes, err := e.kube.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{LabelSelector: "type=kwok"})
+		require.NoError(t, err)
+		cliques := map[string]int{}
+		h100 := 0
+		for _, n := range nodes.Items {
+			if c := n.Labels[cliqueLabel]; c != "" {
+				cliques[c]++
+			} else if n.Labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3" {
+				h100++
+			}
+		}
+		require.Len(t, cliques, 2)
+		for c, n := range cliques {
+			require.Equal(t, 18, n, "clique %s", c)
+		}
+		require.Equal(t, 3, h100)
+		for _, name := range []string{"vc-frontier", "vc-labs"} {
+			require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 300*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				vc, err := e.vc.HiveschedV1alpha1().VirtualClusters().Get(ctx, name, metav1.GetOptions{})
+				return err == nil && vc.Status.State == hv1.VirtualClusterActive, nil
+			}), "VC %s not Active", name)
+		}
+	})
+
+	t.Run("a 72-GPU gang binds inside one clique", func(t *testing.T) {
+		ps := gb200Gang("frontier", "pretrain", "vc-frontier", 50, 18, 4, true)
+		e.create(t, ps)
+		nodes := e.waitRunning(t, ps, 90*time.Second)
+		cliques := e.cliquesOf(t, nodes)
+		require.Len(t, cliques, 1, "one NVLink domain: %v", cliques)
+		distinct := map[string]bool{}
+		for _, n := range nodes {
+			distinct[n] = true
+		}
+		require.Len(t, distinct, 18, "a tray each")
+		e.remove(t, ps)
+	})
+
+	t.Run("a gang larger than a domain is refused, saying why", func(t *testing.T) {
+		ps := gb200Gang("frontier", "too-big", "vc-frontier", 50, 19, 4, true)
+		e.create(t, ps)
+		e.waitPodEvent(t, ps[0], "which does not fit in one GB200-NVL72 (72 leaf cells)", 60*time.Second)
+		e.requirePending(t, ps, time.Second)
+		e.remove(t, ps)
+	})
+
+	t.Run("a tenant gets its domain whole under another tenant's churn", func(t *testing.T) {
+		// vc-labs' guaranteed 1-GPU jobs inside its half domain, then
+		// opportunistic 4-GPU pods on every other GB200 GPU.
+		var labs []*v1.Pod
+		for i := 0; i < 4; i++ {
+			labs = append(labs, gb200Gang("labs", fmt.Sprintf("notebook-%d", i), "vc-labs", 10, 1, 1, false)...)
+		}
+		e.create(t, labs)
+		e.waitRunning(t, labs, 60*time.Second)
+		var opp []*v1.Pod
+		for i := 0; i < 35; i++ {
+			opp = append(opp, gb200Gang("labs", fmt.Sprintf("scavenge-%d", i), "vc-labs", -1, 1, 4, false)...)
+		}
+		e.create(t, opp)
+		e.waitRunning(t, opp, 120*time.Second)
+		more := gb200Gang("labs", "scavenge-more", "vc-labs", -1, 1, 4, false)
+		e.create(t, more)
+		e.requirePending(t, more, 3*time.Second) // every GB200 GPU is taken
+		e.remove(t, more)
+
+		ps := gb200Gang("frontier", "pretrain-2", "vc-frontier", 50, 18, 4, true)
+		e.create(t, ps)
+		nodes := e.waitRunning(t, ps, 120*time.Second)
+		require.Len(t, e.cliquesOf(t, nodes), 1, "one NVLink domain")
+		// Only opportunistic pods were preempted: vc-labs' guaranteed
+		// jobs run on, on their nodes.
+		for _, p := range labs {
+			got, err := e.kube.CoreV1().Pods(p.Namespace).Get(t.Context(), p.Name, metav1.GetOptions{})
+			require.NoError(t, err, "guaranteed pod %s was deleted", p.Name)
+			require.Nil(t, got.DeletionTimestamp, "guaranteed pod %s is being deleted", p.Name)
+			require.Equal(t, v1.PodRunning, got.Status.Phase)
+		}
+		gone := 0
+		for _, p := range opp {
+			got, err := e.kube.CoreV1().Pods(p.Namespace).Get(t.Context(), p.Name, metav1.GetOptions{})
+			if err != nil || got.DeletionTimestamp != nil {
+				gone++
+			}
+		}
+		require.Equal(t, 18, gone, "one domain's opportunistic pods, exactly, were preempted")
+		e.remove(t, ps)
+		e.remove(t, opp)
+		e.remove(t, labs)
+	})
+
+	t.Run("a 2 x 4 gang in a fragmented domain", func(t *testing.T) {
+		// 1-GPU opportunistic pods spread over a domain's trays (one per
+		// tray: each a group of its own, pinned to its tray by a node
+		// selector), leaving 3 GPUs a tray: 54 free GPUs, no free tray.
+		var frag []*v1.Pod
+		for i := 0; i < 18; i++ {
+			p := gb200Gang("labs", fmt.Sprintf("frag-%d", i), "vc-labs", -1, 1, 1, false)[0]
+			p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": fmt.Sprintf("gb-b%02d", i)}
+			frag = append(frag, p)
+		}
+		e.create(t, frag)
+		e.waitRunning(t, frag, 90*time.Second)
+		ps := gb200Gang("labs", "pair", "vc-labs", 10, 2, 4, true)
+		e.create(t, ps)
+		nodes := e.waitRunning(t, ps, 60*time.Second)
+		require.Len(t, e.cliquesOf(t, nodes), 1, "the pair is inside one domain")
+		require.NotEqual(t, nodes[0], nodes[1])
+		e.remove(t, ps)
+		e.remove(t, frag)
+	})
+}
