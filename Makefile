@@ -14,7 +14,7 @@ LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(VERSION) \
            -X k8s.io/component-base/version.gitCommit=$(COMMIT) \
            -X k8s.io/component-base/version.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 
-.PHONY: all build test vet unit integration browser-test verify generate soak bench-core bench-core-compare core-decisions-compare fuzz clean demo e2e sim sim-speed sim-trace sim-paper sim-philly chaos
+.PHONY: all build test vet unit integration browser-test verify generate soak bench-core bench-core-compare core-decisions-compare fuzz clean demo e2e sim sim-speed sim-trace sim-paper sim-philly sim-nvl72 chaos
 
 all: build
 
@@ -320,6 +320,15 @@ sim-philly:
 	$(SIM_TIME) $(OUT)/sim-philly-bin -config manifests/sim/philly/scheduler-config.yaml \
 		-vcs manifests/sim/philly/virtualclusters.yaml -generate manifests/sim/philly/generator.yaml \
 		-mtbf-hours $(SIM_MTBF_HOURS) -repair-hours $(SIM_REPAIR_HOURS) -out $(OUT)/sim-philly-failures
+
+## sim-nvl72: the NVL72 scenario (docs/simulator.md): 6 GB200 NVL72 NVLink domains (18 nodes x 4 GPUs each)
+## beside 4 H100 nodes, two weeks of a hand-chosen mix (synthetic, not real) under hivesched, the quota
+## baselines and quota-one-clique (one clique if free); counts jobs that could not get one domain; timed;
+## report in _output/sim-nvl72
+sim-nvl72:
+	$(GO) build -o $(OUT)/sim-nvl72-bin ./cmd/hivesched-sim
+	$(SIM_TIME) $(OUT)/sim-nvl72-bin -config manifests/sim/nvl72/scheduler-config.yaml \
+		-vcs manifests/sim/nvl72/virtualclusters.yaml -generate manifests/sim/nvl72/generator.yaml -out $(OUT)/sim-nvl72
 
 ## sim-speed: a month of ~100k jobs on 1,000 nodes, every policy, timed (hack/sim-speed.sh)
 sim-speed:

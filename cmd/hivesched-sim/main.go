@@ -35,7 +35,7 @@ func main() {
 	flag.StringVar(&o.source, "source", "", "what the jobs are, for the report's label (default: \"real: FILE, FORMAT format\" for -trace); say \"not real\" for hand-made files")
 	flag.StringVar(&philly, "philly", "", "same as -trace FILE -format philly (kept for older scripts)")
 	flag.StringVar(&phillyVCs, "philly-vcs", "", "same as -vc-map")
-	flag.StringVar(&o.policies, "policies", strings.Join(sim.Policies, ","), "policies to compare")
+	flag.StringVar(&o.policies, "policies", "", "policies to compare, of "+strings.Join(sim.AllPolicies, ",")+" (default "+strings.Join(sim.Policies, ",")+", and quota-one-clique if some job must stay inside one domain)")
 	flag.StringVar(&o.out, "out", "_output/sim", "directory for report.md, the plots and the trace simulated (trace.csv)")
 	flag.DurationVar(&o.tolerance, "tolerance", 10*time.Minute, "a job waiting this much longer than on its VC's private cluster is a sharing anomaly")
 	flag.DurationVar(&o.sample, "sample", 10*time.Minute, "utilization and fragmentation sample interval")
@@ -65,7 +65,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	in := &sim.Input{Cluster: cluster, VCs: vcs, Policies: strings.Split(o.policies, ","),
+	in := &sim.Input{Cluster: cluster, VCs: vcs,
 		Tolerance: o.tolerance.Seconds(), SampleEvery: o.sample.Seconds(), LateAfter: o.late.Seconds()}
 	switch {
 	case o.generate != "":
@@ -106,6 +106,10 @@ func run(o options) error {
 	}
 	if o.failures.MTBFHours > 0 {
 		in.Failures = o.failures
+	}
+	in.Policies = sim.PoliciesFor(in.Jobs)
+	if o.policies != "" {
+		in.Policies = strings.Split(o.policies, ",")
 	}
 	rep, err := sim.Run(in)
 	if err != nil {

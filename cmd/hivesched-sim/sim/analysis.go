@@ -242,3 +242,86 @@ func utilization(res *Result) utilStats {
 	}
 	return u
 }
+
+// withinCompared is one policy's guaranteed multi-node jobs that must stay
+// inside one domain of a key, against the private reference (for one VC,
+// "" all): the anomalies of issue 45's definition, a tenant within its
+// quota whose multi-node job cannot get one domain.
+type withinCompared struct {
+	jobs int // guaranteed, more than one pod, with a private reference
+	// anomalies = split + waited: split ran (some run of it) across
+	// domains; waited (not split) started more than the tolerance later
+	// than privately, or never, and was refused in that time while its VC
+	// had the headroom for its GPUs by count, all nodes up (a lost-affinity
+	// anomaly).
+	anomalies, split, waited int
+	never                    int // never started (privately it did)
+	shared, private          float64
+}
+
+func (rep *Report) compareWithin(res *Result, key, vc string) withinCompared {
+	priv := rep.privateDelays()
+	end := float64(len(res.Used)) * res.SampleEvery
+	var c withinCompared
+	var sd, pd float64
+	for _, r := range res.Runs {
+		j := r.job
+		if j.Within != key || j.Priority < 0 || j.Pods < 2 || (vc != "" && j.VC != vc) {
+			continue
+		}
+		p, ok := priv[j.ID]
+		if !ok {
+			continue
+		}
+		c.jobs++
+		started := r.start
+		if !r.started {
+			started = math.Max(end, j.Submit)
+			c.never++
+		}
+		sd += started - j.Submit
+		pd += p
+		switch {
+		case r.split:
+			c.split++
+		case (!r.started || started-j.Submit > p+rep.In.Tolerance) && cause(r, j.Submit+p+rep.In.Tolerance, started) == causeAffinity:
+			c.waited++
+		}
+	}
+	c.anomalies = c.split + c.waited
+	if c.jobs > 0 {
+		c.shared, c.private = sd/float64(c.jobs)/60, pd/float64(c.jobs)/60
+	}
+	return c
+}
+
+// domainIdleMeans are a key's DomainSamples averaged to the last
+// submission: GPUs idle inside fragmented domains and free GPUs in partly
+// used domains (GPUs, and shares of the domains' GPUs).
+func domainIdleMeans(res *Result, key string) (frag, partial, fragShare, partialShare float64) {
+	ds := res.Domains[key]
+	nan := math.NaN()
+	if ds == nil || len(ds.Fragmented) == 0 || ds.GPUs == 0 {
+		return nan, nan, nan, nan
+	}
+	n := min(max(res.SubmitSamples, 1), len(ds.Fragmented))
+	var f, p float64
+	for i := 0; i < n; i++ {
+		f += float64(ds.Fragmented[i])
+		p += float64(ds.Partial[i])
+	}
+	f, p = f/float64(n), p/float64(n)
+	return f, p, f / float64(ds.GPUs), p / float64(ds.GPUs)
+}
+
+// withinKeys are the keys some job of the trace must stay within, sorted.
+func (rep *Report) withinKeys() []string {
+	var keys []string
+	for i := range rep.In.Jobs {
+		if k := rep.In.Jobs[i].Within; k != "" && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}

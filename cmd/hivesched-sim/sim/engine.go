@@ -24,6 +24,8 @@ type placer interface {
 	// setNodeUp marks a node failed (false) or repaired (true); the engine
 	// has stopped the runs on it first.
 	setNodeUp(node string, up bool) error
+	// topology is the cluster's keyed domains (topology.go).
+	topology() *topology
 }
 
 // outcome is what place decided.
@@ -67,7 +69,13 @@ type run struct {
 	downgraded  bool
 	lostWork    float64 // GPU-seconds of runs stopped before they finished
 	blocks      []block
-	invalid     string
+	// split: a run of this job (which must stay inside one domain,
+	// Job.Within) was placed across domains (topology-blind policies).
+	split bool
+	// ranOn is where its last run's pods were (pods is cleared when the
+	// run stops).
+	ranOn   []podAt
+	invalid string
 }
 
 func (r *run) rename() { r.name = fmt.Sprintf("%s#%d", r.job.ID, r.attempt) }
@@ -146,6 +154,21 @@ type Result struct {
 	Downgrades    int
 	NodeFailures  int
 	Interruptions int
+	// Domains: per topology key that some job of the trace must stay
+	// within, its domains' samples (domainIdle); nil without such jobs.
+	Domains map[string]*DomainSamples
+}
+
+// DomainSamples are one topology key's domains over time, at the same
+// samples as Used: GPUs idle inside fragmented domains (free, in domains
+// that can host none of the waiting within-jobs of the key, while one
+// waits) and free GPUs in partly used domains (no whole-domain job fits
+// there); GPUs is all the domains' GPUs.
+type DomainSamples struct {
+	Domains    int
+	GPUs       int64
+	Fragmented []int64
+	Partial    []int64
 }
 
 // simulate runs jobs through p with a virtual clock. Every time something
@@ -188,6 +211,36 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64, outages 
 		heap.Push(h, event{at: o.to, kind: evNodeUp, node: o.node})
 	}
 	res.Runs = runs
+	topo := p.topology()
+	var keys []string // the keys some job must stay within, that name domains
+	for i := range jobs {
+		if k := jobs[i].Within; k != "" && len(topo.domains[k]) > 0 && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	if len(keys) > 0 {
+		res.Domains = map[string]*DomainSamples{}
+		for _, k := range keys {
+			ds := &DomainSamples{Domains: len(topo.domains[k])}
+			for _, d := range topo.domains[k] {
+				ds.GPUs += d.gpus
+			}
+			res.Domains[k] = ds
+		}
+	}
+	nodeFree := func(n string) int32 {
+		if down[n] {
+			return 0
+		}
+		return caps[n] - used[n]
+	}
+	nodeUsed := func(n string) int32 {
+		if down[n] {
+			return 0
+		}
+		return used[n]
+	}
 	lastSubmit := 0.0
 	if len(jobs) > 0 {
 		lastSubmit = jobs[len(jobs)-1].Submit
@@ -256,6 +309,19 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64, outages 
 				}
 			}
 			res.Fragmented = append(res.Fragmented, frag)
+			for _, k := range keys {
+				var waiting []domainShape
+				for _, r := range pending {
+					s := domainShape{pods: r.job.Pods, leaves: r.job.Leaves, leafType: r.job.LeafType}
+					if r.job.Within == k && !slices.Contains(waiting, s) {
+						waiting = append(waiting, s)
+					}
+				}
+				f, part := domainIdle(topo.domains[k], nodeFree, nodeUsed, waiting)
+				ds := res.Domains[k]
+				ds.Fragmented = append(ds.Fragmented, f)
+				ds.Partial = append(ds.Partial, part)
+			}
 			nextSample += sampleEvery
 		}
 	}
@@ -357,7 +423,10 @@ func simulate(policy string, p placer, jobs []Job, sampleEvery float64, outages 
 				continue
 			}
 			dequeue(i)
-			r.started, r.start, r.pods = true, now, o.pods
+			r.started, r.start, r.pods, r.ranOn = true, now, o.pods, o.pods
+			if r.job.Within != "" && topo.split(r.job.Within, o.pods) {
+				r.split = true
+			}
 			if n := len(r.blocks); n > 0 {
 				r.blocks[n-1].to = now
 			}

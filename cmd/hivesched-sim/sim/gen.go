@@ -70,6 +70,9 @@ type Shape struct {
 	// shape, not only in mean (Philly's 2-GPU jobs have a shorter median
 	// and a longer mean than its 1-GPU ones).
 	DurationCDF []CDFPoint `json:"durationCDF,omitempty"`
+	// WithinTopologyKey: the shape's jobs must stay inside one domain of
+	// this node label key (Job.Within), e.g. nvidia.com/gpu.clique.
+	WithinTopologyKey string `json:"withinTopologyKey,omitempty"`
 }
 
 // Source is the label every result of this generator carries.
@@ -219,7 +222,7 @@ func (g Generator) Generate() ([]Job, error) {
 				dur = math.Max(1, math.Round(dur))
 			}
 			jobs = append(jobs, Job{ID: fmt.Sprintf("%s-%d", t.VC, seq[t.VC]), Submit: math.Round(at), Duration: dur,
-				VC: t.VC, Priority: t.Priority, Pods: s.Pods, Leaves: s.LeavesPerPod, LeafType: t.LeafCellType, Lazy: t.LazyPreemption})
+				VC: t.VC, Priority: t.Priority, Pods: s.Pods, Leaves: s.LeavesPerPod, LeafType: t.LeafCellType, Lazy: t.LazyPreemption, Within: s.WithinTopologyKey})
 			seq[t.VC]++
 		}
 	}

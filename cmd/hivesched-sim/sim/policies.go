@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/hivesched/hivesched/plugins/cellcore"
@@ -20,6 +21,7 @@ type cellPlacer struct {
 	quota map[string]int64
 	guar  map[string]int64
 	held  map[string]*run
+	topo  *topology
 }
 
 func newCellPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (*cellPlacer, error) {
@@ -31,7 +33,7 @@ func newCellPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (*cel
 	if err != nil {
 		return nil, err
 	}
-	p := &cellPlacer{k: k, cfg: cfg, quota: quota, guar: map[string]int64{}, held: map[string]*run{}}
+	p := &cellPlacer{k: k, cfg: cfg, quota: quota, guar: map[string]int64{}, held: map[string]*run{}, topo: newTopology(cfg)}
 	// In the configuration's order: the core's free lists keep the order
 	// nodes became healthy, and a map's order would make runs with
 	// failures differ from one to the next.
@@ -50,6 +52,8 @@ func newCellPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (*cel
 
 func (p *cellPlacer) nodes() map[string]int32 { return nodeCapacities(p.cfg) }
 
+func (p *cellPlacer) topology() *topology { return p.topo }
+
 func (p *cellPlacer) headroom(vc string) int64 { return p.quota[vc] - p.guar[vc] }
 
 func (p *cellPlacer) setNodeUp(node string, up bool) error {
@@ -64,7 +68,7 @@ func podKey(r *run, i int) string { return fmt.Sprintf("%s/%d", r.name, i) }
 
 func (p *cellPlacer) place(r *run) (outcome, error) {
 	spec := cellcore.AffinityGroupSpec{Name: r.name, VirtualCluster: r.job.VC, Priority: r.job.Priority, LeafCellType: r.job.LeafType,
-		LazyPreemptionEnable: r.job.Lazy, Members: []cellcore.AffinityGroupMember{{PodNumber: r.job.Pods, LeafCellNumber: r.job.Leaves}}}
+		LazyPreemptionEnable: r.job.Lazy, WithinTopologyKey: r.job.Within, Members: []cellcore.AffinityGroupMember{{PodNumber: r.job.Pods, LeafCellNumber: r.job.Leaves}}}
 	var o outcome
 	d, err := p.k.Schedule(spec)
 	if err != nil {
@@ -146,10 +150,22 @@ func (p *cellPlacer) finish(r *run) { _ = p.kill(r.name) }
 // chosen topology-blind: the first such node (first-fit), the fullest
 // (best-fit) or the emptiest (spread). No preemption: within its quota a
 // VC's jobs never need another VC's GPUs back. Opportunistic jobs count
-// against their VC's quota too.
+// against their VC's quota too. They place a job that must stay inside one
+// domain (Job.Within) as any other: topology-blind, possibly across
+// domains (the report counts such jobs as split).
+//
+// one-clique is Kueue's topology-aware scheduling (KAI-Scheduler's
+// topology constraints, Volcano's HyperNodes) on the same quota: a
+// within-job starts only if one domain of its key has room for all its
+// pods right now, in the domain with the fewest free GPUs that has (best
+// fit among domains; ties: the configuration's order), its pods on that
+// domain's fullest nodes with room; otherwise it waits. Other jobs are
+// placed best-fit (packing, which leaves domains whole more often than
+// spreading would). No reservation: nothing keeps a domain free for a
+// tenant.
 type quotaPlacer struct {
 	cfg   cellcore.Config
-	fit   string
+	fit   string   // first-fit, best-fit, spread or one-clique
 	names []string // node order of the configuration
 	cap   map[string]int32
 	free  map[string]int32
@@ -157,6 +173,7 @@ type quotaPlacer struct {
 	ltype map[string]string
 	quota map[string]int64
 	used  map[string]int64
+	topo  *topology
 }
 
 func newQuotaPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec, fit string) (*quotaPlacer, error) {
@@ -165,7 +182,7 @@ func newQuotaPlacer(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec, fit 
 		return nil, err
 	}
 	p := &quotaPlacer{cfg: cfg, fit: fit, cap: nodeCapacities(cfg), free: map[string]int32{}, down: map[string]bool{}, ltype: nodeLeafTypes(cfg),
-		quota: quota, used: map[string]int64{}}
+		quota: quota, used: map[string]int64{}, topo: newTopology(cfg)}
 	p.names = nodeOrder(cfg)
 	for _, n := range p.names {
 		p.free[n] = p.cap[n]
@@ -194,6 +211,8 @@ func vcQuotas(cfg cellcore.Config, vcs []cellcore.VirtualClusterSpec) (map[strin
 
 func (p *quotaPlacer) nodes() map[string]int32 { return p.cap }
 
+func (p *quotaPlacer) topology() *topology { return p.topo }
+
 func (p *quotaPlacer) headroom(vc string) int64 { return p.quota[vc] - p.used[vc] }
 
 // setNodeUp: a failed node takes no pods until it is back (the engine has
@@ -217,6 +236,29 @@ func (p *quotaPlacer) place(r *run) (outcome, error) {
 	if j.GPUs() > q {
 		return o, fmt.Errorf("job %s asks for %d leaf cells, more than virtual cluster %s's quota of %d", j.ID, j.GPUs(), j.VC, q)
 	}
+	names, fit := p.names, p.fit
+	if fit == "one-clique" {
+		fit = "best-fit"
+		if j.Within != "" {
+			ds := p.topo.domains[j.Within]
+			if len(ds) == 0 {
+				return o, fmt.Errorf("job %s: within_topology_key %q names no level of the cluster", j.ID, j.Within)
+			}
+			var most int64
+			for _, d := range ds {
+				most = max(most, d.gpus)
+			}
+			if j.GPUs() > most {
+				return o, fmt.Errorf("job %s asks for %d leaf cells in one domain of %q, more than its largest (%d)", j.ID, j.GPUs(), j.Within, most)
+			}
+			if p.used[j.VC]+j.GPUs() > q {
+				return o, nil
+			}
+			if names = p.oneDomain(j, ds); names == nil {
+				return o, nil
+			}
+		}
+	}
 	if p.used[j.VC]+j.GPUs() > q {
 		return o, nil
 	}
@@ -228,19 +270,19 @@ func (p *quotaPlacer) place(r *run) (outcome, error) {
 	}
 	for i := int32(0); i < j.Pods; i++ {
 		best := ""
-		for _, n := range p.names {
+		for _, n := range names {
 			f := p.free[n]
 			if f < j.Leaves || (j.LeafType != "" && p.ltype[n] != j.LeafType) || p.down[n] {
 				continue
 			}
 			if best == "" {
 				best = n
-				if p.fit == "first-fit" {
+				if fit == "first-fit" {
 					break
 				}
 				continue
 			}
-			if (p.fit == "best-fit" && f < p.free[best]) || (p.fit == "spread" && f > p.free[best]) {
+			if (fit == "best-fit" && f < p.free[best]) || (fit == "spread" && f > p.free[best]) {
 				best = n
 			}
 		}
@@ -256,6 +298,36 @@ func (p *quotaPlacer) place(r *run) (outcome, error) {
 	return o, nil
 }
 
+// oneDomain is the nodes of the domain quota-one-clique places j in: of
+// the domains with room for all its pods now, the one with the fewest
+// free GPUs (first in the configuration's order on a tie); nil if none
+// has room.
+func (p *quotaPlacer) oneDomain(j *Job, ds []domain) []string {
+	free := func(n string) int32 {
+		if p.down[n] || (j.LeafType != "" && p.ltype[n] != j.LeafType) {
+			return 0
+		}
+		return p.free[n]
+	}
+	best, bestFree := -1, int64(0)
+	for i := range ds {
+		if !ds[i].fits(domainShape{pods: j.Pods, leaves: j.Leaves, leafType: j.LeafType}, free) {
+			continue
+		}
+		var f int64
+		for _, n := range ds[i].nodes {
+			f += int64(free(n))
+		}
+		if best < 0 || f < bestFree {
+			best, bestFree = i, f
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	return ds[best].nodes
+}
+
 func (p *quotaPlacer) finish(r *run) {
 	for _, pa := range r.pods {
 		p.free[pa.node] += pa.leaves
@@ -267,16 +339,42 @@ func (p *quotaPlacer) finish(r *run) {
 // physical cell per virtual cell, of the same type. It is the reference
 // for the sharing anomaly: how long a VC's jobs would wait had it bought
 // its cells for itself.
+//
+// A virtual cell below a keyed level (half an NVL72 rack, under the
+// nvidia.com/gpu.clique level) is, privately, a domain of that key by
+// itself (privateDomainType): in the shared cluster it lies inside one
+// domain, so a within-job of the VC that fits the cell has the promise of
+// one domain, and nothing more (two such cells of a VC may be in different
+// domains).
 func privateConfig(cfg cellcore.Config, vc cellcore.VirtualClusterSpec) (cellcore.Config, cellcore.VirtualClusterSpec) {
 	out := cellcore.Config{CellTypes: cfg.CellTypes}
 	own := cellcore.VirtualClusterSpec{Name: vc.Name}
+	cloned := false
 	for _, c := range vc.VirtualCells {
+		top := c.CellType
+		if keys := keysAbove(cfg, c.CellType); len(keys) > 0 {
+			if !cloned {
+				out.CellTypes, cloned = maps.Clone(cfg.CellTypes), true
+			}
+			top = privateDomainType(out.CellTypes, c.CellType, keys)
+		}
 		for i := int32(0); i < c.CellNumber; i++ {
-			out.PhysicalCells = append(out.PhysicalCells, expandCell(cfg, c.CellType, fmt.Sprintf("%s-%s-%d", vc.Name, c.CellType, i)))
+			pc := expandCell(cfg, c.CellType, fmt.Sprintf("%s-%s-%d", vc.Name, c.CellType, i))
+			out.PhysicalCells = append(out.PhysicalCells, wrapCell(out.CellTypes, top, c.CellType, pc))
 		}
 		own.VirtualCells = append(own.VirtualCells, c)
 	}
 	return out, own
+}
+
+// wrapCell puts cell c of type t inside the wrapper types from top down to
+// t (privateDomainType), one child each.
+func wrapCell(types map[string]cellcore.CellTypeSpec, top, t string, c cellcore.PhysicalCellSpec) cellcore.PhysicalCellSpec {
+	if top == t {
+		return c
+	}
+	inner := wrapCell(types, types[top].ChildCellType, t, c)
+	return cellcore.PhysicalCellSpec{CellType: top, CellAddress: c.CellAddress + "-" + top, CellChildren: []cellcore.PhysicalCellSpec{inner}}
 }
 
 // expandCell is a physical cell of type t whose node-level cells are named

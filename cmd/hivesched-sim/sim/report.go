@@ -92,6 +92,7 @@ func (rep *Report) writeMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %s | %s | %d | %d | %d | %d |\n", res.Policy, c.anomalies, c.byCause[causeAffinity], c.byCause[causeQueue], c.byCause[causeFailure],
 			c.faster, pct(u.toLastSubmit), pct(u.busy), res.Preemptions, res.Downgrades, res.Interruptions, s.jobs-s.started)
 	}
+	rep.writeWithin(w)
 	fmt.Fprintf(w, "\n## Utilization\n\nSampled every %.0f minutes. *To last submission*: from time 0 to the last submission (the figure earlier reports gave). *Whole run*: to the last job's end. *When busy*: over the samples where demand (GPUs in use plus those the waiting jobs ask) reached the cluster's size, with the share of time that was. *Weeks*: complete weeks of the submission period, lowest, median and highest. *Fragmented*: free GPUs on nodes where no waiting job's pod fits. *Down*: GPUs on failed nodes.\n\n", in.SampleEvery/60)
 	fmt.Fprintf(w, "| policy | to last submission | whole run | when busy | time busy | weeks: min | median | max | fragmented | down |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	rows := append([]*Result(nil), rep.Results...)
@@ -134,6 +135,48 @@ func (rep *Report) writeMarkdown(w io.Writer) error {
 	return nil
 }
 
+// gpusShare is a mean count of GPUs and its share.
+func gpusShare(n, share float64) string {
+	if math.IsNaN(n) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f (%s)", n, pct(share))
+}
+
+// writeWithin is the section on jobs that must stay inside one domain,
+// only for a trace that has some.
+func (rep *Report) writeWithin(w io.Writer) {
+	keys := rep.withinKeys()
+	if len(keys) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n## One domain per job\n\nJobs that must stay inside one domain of a topology key (`within_topology_key`, e.g. an NVL72 rack's NVLink domain, `nvidia.com/gpu.clique`). Counted over the guaranteed multi-node ones with a private reference: a **domain anomaly** is such a job that *ran split* across domains (a topology-blind policy put its pods in several: it ran without the interconnect it asked for), or that *waited with headroom*: it started more than %.0f minutes later than on its private cluster (or never), and was refused in that time while its VC had the headroom for its GPUs by count (within its quota, it could not get one domain). *Idle in fragmented domains*: mean free GPUs, to the last submission, in the domains that have free GPUs but can host none of the waiting within-jobs of the key (0 while none waits); *free in partly used domains*: mean free GPUs in the domains partly in use, where a whole-domain job cannot start; both on healthy nodes, whichever VC the GPUs belong to, with their share of the domains' GPUs (docs/simulator.md).\n\n", rep.In.Tolerance/60)
+	fmt.Fprintf(w, "| policy | key | domains (GPUs) | within jobs | domain anomalies | ran split | waited with headroom | never started | idle in fragmented domains | free in partly used domains |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, res := range rep.Results {
+		for _, k := range keys {
+			c := rep.compareWithin(res, k, "")
+			f, p, fs, ps := domainIdleMeans(res, k)
+			doms := "-"
+			if ds := res.Domains[k]; ds != nil {
+				doms = fmt.Sprintf("%d (%d)", ds.Domains, ds.GPUs)
+			}
+			fmt.Fprintf(w, "| %s | `%s` | %s | %d | %d | %d | %d | %d | %s | %s |\n", res.Policy, k, doms, c.jobs, c.anomalies, c.split, c.waited, c.never, gpusShare(f, fs), gpusShare(p, ps))
+		}
+	}
+	fmt.Fprintf(w, "\nPer VC (the VCs with such jobs; mean delay of those jobs, shared / private, minutes):\n\n| VC | policy | key | within jobs | domain anomalies | ran split | waited with headroom | never started | mean delay |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, vc := range rep.vcNames() {
+		for _, k := range keys {
+			for _, res := range rep.Results {
+				c := rep.compareWithin(res, k, vc)
+				if c.jobs == 0 {
+					continue
+				}
+				fmt.Fprintf(w, "| %s | %s | `%s` | %d | %d | %d | %d | %d | %.1f / %.1f |\n", vc, res.Policy, k, c.jobs, c.anomalies, c.split, c.waited, c.never, c.shared, c.private)
+			}
+		}
+	}
+}
+
 // Summary is a few lines per policy for a terminal.
 func (rep *Report) Summary(w io.Writer) {
 	names := slices.Sorted(func(yield func(string) bool) {
@@ -151,6 +194,14 @@ func (rep *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, "%-16s anomalies %5d (affinity %d, queue %d, failure %d)  faster %d  utilization %s (busy %s)  mean delay %s min  max %s min  preemptions %d\n",
 			res.Policy, c.anomalies, c.byCause[causeAffinity], c.byCause[causeQueue], c.byCause[causeFailure], c.faster, pct(u.toLastSubmit), pct(u.busy),
 			minutes(s.mean), minutes(s.max), res.Preemptions)
+	}
+	for _, k := range rep.withinKeys() {
+		for _, res := range rep.Results {
+			c := rep.compareWithin(res, k, "")
+			f, _, fs, _ := domainIdleMeans(res, k)
+			fmt.Fprintf(w, "%-16s within %s: %d jobs, domain anomalies %d (split %d, waited with headroom %d)  idle in fragmented domains %s GPUs\n",
+				res.Policy, k, c.jobs, c.anomalies, c.split, c.waited, gpusShare(f, fs))
+		}
 	}
 	for _, n := range names {
 		fmt.Fprintf(w, "simulated %-16s in %v\n", n, rep.Elapsed[n].Round(1e6))

@@ -7,8 +7,22 @@ import (
 	"github.com/hivesched/hivesched/plugins/cellcore"
 )
 
-// Policies the simulator knows, in report order.
+// Policies the simulator runs by default, in report order.
 var Policies = []string{"hivesched", "quota-first-fit", "quota-best-fit", "quota-spread"}
+
+// AllPolicies are the policies the simulator knows: the default ones and
+// quota-one-clique, which a trace gets by default when some job must stay
+// inside one domain (PoliciesFor).
+var AllPolicies = append(append([]string(nil), Policies...), "quota-one-clique")
+
+// PoliciesFor is the default policies for jobs: Policies, and
+// quota-one-clique too if some job must stay inside one domain.
+func PoliciesFor(jobs []Job) []string {
+	if hasWithin(jobs) {
+		return AllPolicies
+	}
+	return Policies
+}
 
 // Input is what a simulation runs on.
 type Input struct {
@@ -63,10 +77,10 @@ func Run(in *Input) (*Report, error) {
 		switch pol {
 		case "hivesched":
 			p, err = newCellPlacer(in.Cluster, in.VCs)
-		case "quota-first-fit", "quota-best-fit", "quota-spread":
+		case "quota-first-fit", "quota-best-fit", "quota-spread", "quota-one-clique":
 			p, err = newQuotaPlacer(in.Cluster, in.VCs, pol[len("quota-"):])
 		default:
-			return nil, fmt.Errorf("unknown policy %q (known: %v)", pol, Policies)
+			return nil, fmt.Errorf("unknown policy %q (known: %v)", pol, AllPolicies)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("policy %s: %w", pol, err)

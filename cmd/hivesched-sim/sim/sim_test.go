@@ -144,7 +144,7 @@ func TestReadCSV(t *testing.T) {
 		{ID: "b", Submit: 20, Duration: 5, VC: "vc1", Priority: 0, Pods: 2, Leaves: 8, LeafType: "V100"},
 	}, jobs, "ordered by submission")
 	for in, want := range map[string]string{
-		"a,1,2,vc,0,1\n":                        "trace line 1: 6 fields, want 8 or 9",
+		"a,1,2,vc,0,1\n":                        "trace line 1: 6 fields, want 8 to 10",
 		"a,x,2,vc,0,1,1,\n":                     `trace line 1: submit_seconds "x" must be a number >= 0`,
 		"a,1,2,vc,0,1,1,\nb,1,2,vc,5000,1,1,\n": `trace line 2: priority "5000" must be an integer from -1 to 1000`,
 		"a,1,2,vc,0,0,1,\n":                     `trace line 1: pods "0" must be an integer from 1 to 10000`,

@@ -29,14 +29,24 @@ type Job struct {
 	// Lazy: when preempted, run on as opportunistic instead of being
 	// stopped (HiveD's lazy preemption; hivesched only).
 	Lazy bool
+	// Within: all the job's pods must stay inside one domain of this node
+	// label key (a cell type's topologyKey, e.g. nvidia.com/gpu.clique for
+	// an NVL72 rack's NVLink domain); "" none. The cell core gets it as
+	// WithinTopologyKey; quota-one-clique places the job in one domain;
+	// the other quota baselines ignore it and the report counts the jobs
+	// they split across domains.
+	Within string
 }
 
 // GPUs is the job's total leaf cells.
 func (j *Job) GPUs() int64 { return int64(j.Pods) * int64(j.Leaves) }
 
 // CSVHeader is the trace format's header line (docs/simulator.md). The
-// last column is optional (older traces have 8).
-var CSVHeader = []string{"id", "submit_seconds", "duration_seconds", "virtual_cluster", "priority", "pods", "leaf_cells_per_pod", "leaf_cell_type", "lazy_preemption"}
+// last two columns are optional (older traces have 8 or 9).
+var CSVHeader = []string{"id", "submit_seconds", "duration_seconds", "virtual_cluster", "priority", "pods", "leaf_cells_per_pod", "leaf_cell_type", "lazy_preemption", "within_topology_key"}
+
+// csvRequired is how many columns every line has.
+const csvRequired = 8
 
 // ReadCSV reads a trace. Errors name the line and the column.
 func ReadCSV(r io.Reader) ([]Job, error) {
@@ -59,8 +69,8 @@ func ReadCSV(r io.Reader) ([]Job, error) {
 			continue
 		}
 		ln, _ := cr.FieldPos(0)
-		if len(rec) != len(CSVHeader) && len(rec) != len(CSVHeader)-1 {
-			return nil, fmt.Errorf("trace line %d: %d fields, want %d or %d (%s)", ln, len(rec), len(CSVHeader)-1, len(CSVHeader), strings.Join(CSVHeader, ","))
+		if len(rec) < csvRequired || len(rec) > len(CSVHeader) {
+			return nil, fmt.Errorf("trace line %d: %d fields, want %d to %d (%s)", ln, len(rec), csvRequired, len(CSVHeader), strings.Join(CSVHeader, ","))
 		}
 		f := func(i int) string { return strings.TrimSpace(rec[i]) }
 		num := func(i int, min float64) (float64, error) {
@@ -105,13 +115,19 @@ func ReadCSV(r io.Reader) ([]Job, error) {
 			return nil, e
 		}
 		j.Leaves = int32(v)
-		if len(rec) == len(CSVHeader) {
+		if len(rec) > 8 {
 			switch f(8) {
 			case "", "false", "0":
 			case "true", "1":
 				j.Lazy = true
 			default:
 				return nil, fmt.Errorf("trace line %d: lazy_preemption %q must be true or false", ln, f(8))
+			}
+		}
+		if len(rec) > 9 {
+			j.Within = f(9)
+			if strings.ContainsAny(j.Within, " \t") {
+				return nil, fmt.Errorf("trace line %d: within_topology_key %q must be a node label key", ln, j.Within)
 			}
 		}
 		jobs = append(jobs, j)
@@ -133,18 +149,35 @@ func SortJobs(jobs []Job) {
 	})
 }
 
-// WriteCSV writes a trace in the format ReadCSV reads.
+// WriteCSV writes a trace in the format ReadCSV reads. The
+// within_topology_key column is written only if some job has one (a trace
+// without is written as before it existed).
 func WriteCSV(w io.Writer, jobs []Job) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(CSVHeader); err != nil {
+	cols := len(CSVHeader) - 1
+	if hasWithin(jobs) {
+		cols++
+	}
+	if err := cw.Write(CSVHeader[:cols]); err != nil {
 		return err
 	}
 	for _, j := range jobs {
-		if err := cw.Write([]string{j.ID, strconv.FormatFloat(j.Submit, 'f', -1, 64), strconv.FormatFloat(j.Duration, 'f', -1, 64),
-			j.VC, strconv.Itoa(int(j.Priority)), strconv.Itoa(int(j.Pods)), strconv.Itoa(int(j.Leaves)), j.LeafType, strconv.FormatBool(j.Lazy)}); err != nil {
+		rec := []string{j.ID, strconv.FormatFloat(j.Submit, 'f', -1, 64), strconv.FormatFloat(j.Duration, 'f', -1, 64),
+			j.VC, strconv.Itoa(int(j.Priority)), strconv.Itoa(int(j.Pods)), strconv.Itoa(int(j.Leaves)), j.LeafType, strconv.FormatBool(j.Lazy), j.Within}
+		if err := cw.Write(rec[:cols]); err != nil {
 			return err
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// hasWithin says whether some job must stay inside one domain.
+func hasWithin(jobs []Job) bool {
+	for i := range jobs {
+		if jobs[i].Within != "" {
+			return true
+		}
+	}
+	return false
 }
