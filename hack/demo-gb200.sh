@@ -93,7 +93,7 @@ where() {
     k get pods -n labs --no-headers -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name,NODE:.spec.nodeName,PHASE:.status.phase 2>/dev/null
   } | awk -v cl="$cliques" '
     BEGIN { n = split(cl, lines, "\n"); for (i = 1; i <= n; i++) { split(lines[i], f, " "); clique[f[1]] = substr(f[2], 1, 8) "..." substr(f[2], length(f[2]) - 5) } }
-    $4 == "Running" { job = $2; sub(/-[0-9]+$/, "", job); sub(/-[0-9]+$/, "", job); key = "  domain " clique[$3] "  " $1 "/" job; count[key]++ }
+    $4 == "Running" { job = $2; sub(/-[0-9]+$/, "", job); if (job ~ /^(scavenge|notebook)-[0-9]+$/) sub(/-[0-9]+$/, "", job); key = "  domain " clique[$3] "  " $1 "/" job; count[key]++ }
     END { for (k in count) printf "%s: %d pods\n", k, count[k] }' | sort
 }
 

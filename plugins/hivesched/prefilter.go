@@ -120,6 +120,18 @@ func (p *HiveSched) readRequest(ctx context.Context, state fwk.CycleState, pod *
 	if err == nil && req != nil {
 		err = p.cellTypes.Load().CheckLeafCellType(req.Group.LeafCellType)
 	}
+	if podrequest.IsAwaiting(err) {
+		// Not a bad spec: the request waits for other objects (its
+		// PodGroup, its claims, its gang's pods), and the pod is told so
+		// as WaitingForMembers (waiting.go), never as InvalidSchedulingSpec.
+		// The events API keys a series by object, type and reason, not by
+		// note: a later refusal under the same reason (the PodGroup came,
+		// and names no VC) would be recorded as a repeat of this one, with
+		// this note, and the user would never read why the pod is refused.
+		p.watchWaiting(pod)
+		_, st := reject(state, fwk.UnschedulableAndUnresolvable, err.Error())
+		return nil, st
+	}
 	if err != nil {
 		p.event(pod, v1.EventTypeWarning, "InvalidSchedulingSpec", err.Error())
 		_, st := reject(state, fwk.UnschedulableAndUnresolvable, err.Error())

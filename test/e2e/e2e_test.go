@@ -125,8 +125,12 @@ func (e *env) remove(t *testing.T, ps []*v1.Pod) {
 		}
 	}
 	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		live, err := e.podsByName(ctx, ps)
+		if err != nil {
+			return false, nil
+		}
 		for _, p := range ps {
-			if _, err := e.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+			if _, ok := live[p.Namespace+"/"+p.Name]; ok {
 				return false, nil
 			}
 		}
@@ -134,14 +138,40 @@ func (e *env) remove(t *testing.T, ps []*v1.Pod) {
 	})
 }
 
+// podsByName lists the namespaces of ps once each (one call per poll, not
+// one per pod: the GB200 tests wait for 72 pods at once) and returns their
+// pods by namespace/name.
+func (e *env) podsByName(ctx context.Context, ps []*v1.Pod) (map[string]*v1.Pod, error) {
+	out := map[string]*v1.Pod{}
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if seen[p.Namespace] {
+			continue
+		}
+		seen[p.Namespace] = true
+		l, err := e.kube.CoreV1().Pods(p.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			out[p.Namespace+"/"+l.Items[i].Name] = &l.Items[i]
+		}
+	}
+	return out, nil
+}
+
 // waitRunning waits until every pod is Running (kwok runs bound pods) and
 // returns their nodes.
 func (e *env) waitRunning(t *testing.T, ps []*v1.Pod, timeout time.Duration) []string {
 	nodes := make([]string, len(ps))
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		live, err := e.podsByName(ctx, ps)
+		if err != nil {
+			return false, nil
+		}
 		for i, p := range ps {
-			got, err := e.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-			if err != nil || got.Status.Phase != v1.PodRunning {
+			got, ok := live[p.Namespace+"/"+p.Name]
+			if !ok || got.UID != "" && p.UID != "" && got.UID != p.UID || got.Status.Phase != v1.PodRunning {
 				return false, nil
 			}
 			nodes[i] = got.Spec.NodeName

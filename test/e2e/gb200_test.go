@@ -112,7 +112,9 @@ func TestGB200(t *testing.T) {
 	})
 
 	t.Run("a gang larger than a domain is refused, saying why", func(t *testing.T) {
-		ps := gb200Gang("frontier", "too-big", "vc-frontier", 50, 19, 4, true)
+		// Opportunistic: a guaranteed one is refused first for its VC (72
+		// GB200); no VC bounds an opportunistic gang, the domain does.
+		ps := gb200Gang("frontier", "too-big", "vc-frontier", -1, 19, 4, true)
 		e.create(t, ps)
 		e.waitPodEvent(t, ps[0], "which does not fit in one GB200-NVL72 (72 leaf cells)", 60*time.Second)
 		e.requirePending(t, ps, time.Second)
@@ -165,23 +167,43 @@ func TestGB200(t *testing.T) {
 	})
 
 	t.Run("a 2 x 4 gang in a fragmented domain", func(t *testing.T) {
-		// 1-GPU opportunistic pods spread over a domain's trays (one per
-		// tray: each a group of its own, pinned to its tray by a node
-		// selector), leaving 3 GPUs a tray: 54 free GPUs, no free tray.
+		// vc-frontier's 72-GPU gang holds one domain; vc-labs' 72
+		// opportunistic 1-GPU pods fill the other, then one of them goes
+		// on each of ten trays: ten GPUs free there, no tray free.
+		big := gb200Gang("frontier", "pretrain-3", "vc-frontier", 50, 18, 4, true)
+		e.create(t, big)
+		bigNodes := e.waitRunning(t, big, 90*time.Second)
 		var frag []*v1.Pod
-		for i := 0; i < 18; i++ {
-			p := gb200Gang("labs", fmt.Sprintf("frag-%d", i), "vc-labs", -1, 1, 1, false)[0]
-			p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": fmt.Sprintf("gb-b%02d", i)}
-			frag = append(frag, p)
+		for i := 0; i < 72; i++ {
+			frag = append(frag, gb200Gang("labs", fmt.Sprintf("frag-%d", i), "vc-labs", -1, 1, 1, false)...)
 		}
 		e.create(t, frag)
-		e.waitRunning(t, frag, 90*time.Second)
+		fragNodes := e.waitRunning(t, frag, 120*time.Second)
+		byNode := map[string][]*v1.Pod{}
+		for i, n := range fragNodes {
+			byNode[n] = append(byNode[n], frag[i])
+		}
+		require.Len(t, byNode, 18, "the 1-GPU pods fill the other domain's 18 trays")
+		var freed []*v1.Pod
+		for _, ps := range byNode {
+			if len(freed) < 10 {
+				freed = append(freed, ps[0])
+			}
+		}
+		e.remove(t, freed)
+
 		ps := gb200Gang("labs", "pair", "vc-labs", 10, 2, 4, true)
 		e.create(t, ps)
-		nodes := e.waitRunning(t, ps, 60*time.Second)
+		nodes := e.waitRunning(t, ps, 90*time.Second)
 		require.Len(t, e.cliquesOf(t, nodes), 1, "the pair is inside one domain")
 		require.NotEqual(t, nodes[0], nodes[1])
+		for _, n := range nodes {
+			require.NotContains(t, bigNodes, n, "not on vc-frontier's domain")
+		}
+		// vc-frontier's gang runs on.
+		require.Equal(t, bigNodes, e.waitRunning(t, big, 30*time.Second))
 		e.remove(t, ps)
 		e.remove(t, frag)
+		e.remove(t, big)
 	})
 }
