@@ -34,6 +34,11 @@ const gangLabel = "perf.hivesched.io/gang"
 // gangSizeLabel is the number of members of the pod's gang.
 const gangSizeLabel = "perf.hivesched.io/gang-size"
 
+// cliqueLabel is the node label of an NVLink domain (NVIDIA's GPU Feature
+// Discovery's; templates/node-gb200.yaml). On a cluster whose nodes carry
+// it (NVL72Gangs), every gang must be bound inside one clique.
+const cliqueLabel = "nvidia.com/gpu.clique"
+
 // gangReport is what the gang check found in one workload; TestReport puts
 // it in the table. It is written as gangs-<workload>-<time>.json (one file
 // per run, -count runs each) next to the data
@@ -57,6 +62,12 @@ type gangReport struct {
 	// allocated a device of the pod's node (checkClaims).
 	ClaimPods       int `json:"claimPods,omitempty"`
 	ClaimsAllocated int `json:"claimsAllocated,omitempty"`
+	// CliqueGangs and CliqueSplit are, on a cluster whose nodes carry
+	// cliqueLabel, the gangs with a member bound, and those of them whose
+	// bound members are not all on nodes of one clique value (a node
+	// without the label counts as a clique of its own) (checkCliques).
+	CliqueGangs int `json:"cliqueGangs,omitempty"`
+	CliqueSplit int `json:"cliqueSplit,omitempty"`
 }
 
 // gangWatch records, from a pod informer, when each member of each gang
@@ -67,6 +78,8 @@ type gangWatch struct {
 	lastBind  map[string]time.Time // gang -> last member seen bound
 	bound     map[string]bool      // pod -> seen bound
 	created   map[string]bool      // pod -> seen (created)
+	// cliqueProblems are report's first few gangs split across cliques.
+	cliqueProblems []string
 }
 
 // boundCount and createdCount: the gang pods seen bound, and seen at all.
@@ -108,8 +121,10 @@ func (w *gangWatch) observe(obj interface{}) {
 // watchGangs is scheduler_perf's prepare function: before each workload it
 // starts watching the pods that carry gangLabel, and when the workload ends
 // it lists them afresh and checks that every gang is bound whole or not at
-// all. A gang-aware contender (every one but the default profile) that
-// leaves a gang partly bound fails the workload.
+// all and, on a cluster of NVLink domains (nodes labelled cliqueLabel),
+// that every gang's bound members share one clique. A gang-aware contender
+// (every one but the default profile) that leaves a gang partly bound, or
+// splits one across cliques, fails the workload.
 func watchGangs(tCtx ktesting.TContext) error {
 	w := &gangWatch{firstBind: map[string]time.Time{}, lastBind: map[string]time.Time{}, bound: map[string]bool{}, created: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -161,11 +176,17 @@ func watchGangs(tCtx ktesting.TContext) error {
 				}
 			}
 		}
+		if r.CliqueGangs > 0 {
+			tCtx.Logf("clique check: %d gangs bound, %d of them inside one %s, %d split across cliques", r.CliqueGangs, r.CliqueGangs-r.CliqueSplit, cliqueLabel, r.CliqueSplit)
+		}
 		if err := writeGangReport(r); err != nil {
 			tCtx.Errorf("gang check: %v", err)
 		}
 		if r.Partial > 0 && !strings.HasSuffix(contender(r.Workload), "Default") {
 			tCtx.Errorf("gang check: %d gangs partly bound", r.Partial)
+		}
+		if r.CliqueSplit > 0 && !strings.HasSuffix(contender(r.Workload), "Default") {
+			tCtx.Errorf("clique check: %d of %d bound gangs split across %s values: %s", r.CliqueSplit, r.CliqueGangs, cliqueLabel, strings.Join(w.cliqueProblems, "; "))
 		}
 	})
 	return nil
@@ -186,6 +207,17 @@ func (w *gangWatch) report(tCtx ktesting.TContext) (gangReport, error) {
 	}
 	if err := tally(pods.Items, &r); err != nil {
 		return r, err
+	}
+	nodes, err := tCtx.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: cliqueLabel})
+	if err != nil {
+		return r, err
+	}
+	if len(nodes.Items) > 0 {
+		cliques := make(map[string]string, len(nodes.Items))
+		for _, n := range nodes.Items {
+			cliques[n.Name] = n.Labels[cliqueLabel]
+		}
+		w.cliqueProblems = checkCliques(pods.Items, cliques, &r)
 	}
 	w.mu.Lock()
 	spreads := make([]float64, 0, len(w.firstBind))
@@ -230,6 +262,52 @@ func tally(pods []v1.Pod, r *gangReport) error {
 		}
 	}
 	return nil
+}
+
+// checkCliques counts, on a cluster of NVLink domains (cliques: node name
+// -> its cliqueLabel value), the gangs with a member bound and those whose
+// bound members are on nodes of more than one clique (a node not in
+// cliques counts as a clique of its own): a gang asked for one domain, so
+// a split one got no NVLink between its parts. The first few splits are
+// kept for the failure message.
+func checkCliques(pods []v1.Pod, cliques map[string]string, r *gangReport) (problems []string) {
+	where := map[string]map[string][]string{} // gang -> clique -> its nodes
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		c, ok := cliques[p.Spec.NodeName]
+		if !ok {
+			c = "(no " + cliqueLabel + " on node " + p.Spec.NodeName + ")"
+		}
+		g := gangKey(p)
+		if where[g] == nil {
+			where[g] = map[string][]string{}
+		}
+		where[g][c] = append(where[g][c], p.Spec.NodeName)
+	}
+	gangs := make([]string, 0, len(where))
+	for g := range where {
+		gangs = append(gangs, g)
+	}
+	slices.Sort(gangs)
+	for _, g := range gangs {
+		r.CliqueGangs++
+		if len(where[g]) == 1 {
+			continue
+		}
+		r.CliqueSplit++
+		if len(problems) < 5 {
+			var parts []string
+			for c, nodes := range where[g] {
+				parts = append(parts, fmt.Sprintf("%s: %d pods", c, len(nodes)))
+			}
+			slices.Sort(parts)
+			problems = append(problems, fmt.Sprintf("gang %s on %s", g, strings.Join(parts, ", ")))
+		}
+	}
+	return problems
 }
 
 // claimsCheck is what checkClaims found.
@@ -430,14 +508,40 @@ func TestGangTally(t *testing.T) {
 
 func TestContender(t *testing.T) {
 	for in, want := range map[string]string{
-		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSched/500Nodes":        "HiveSched",
-		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSchedPreBind/500Nodes": "HiveSchedPreBind",
-		"BenchmarkPerfScheduling/Gangs4x8_5000Nodes_Default/5000Nodes":        "Default",
-		"BenchmarkPerfScheduling/Gangs4x8_500Nodes_TopologyAware/500Nodes":    "TopologyAware",
-		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSchedClaims/500Nodes":  "HiveSchedClaims",
+		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSched/500Nodes":           "HiveSched",
+		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSchedPreBind/500Nodes":    "HiveSchedPreBind",
+		"BenchmarkPerfScheduling/Gangs4x8_5000Nodes_Default/5000Nodes":           "Default",
+		"BenchmarkPerfScheduling/Gangs4x8_500Nodes_TopologyAware/500Nodes":       "TopologyAware",
+		"BenchmarkPerfScheduling/Gangs8x1_500Nodes_HiveSchedClaims/500Nodes":     "HiveSchedClaims",
+		"BenchmarkPerfScheduling/NVL72Gangs18x4_500Nodes_TopologyAware/504Nodes": "TopologyAware",
 	} {
 		if got := contender(in); got != want {
 			t.Errorf("contender(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestCheckCliques(t *testing.T) {
+	pod := func(gang, node string) v1.Pod {
+		return v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "m", Labels: map[string]string{gangLabel: gang, gangSizeLabel: "2"}},
+			Spec:       v1.PodSpec{NodeName: node},
+		}
+	}
+	cliques := map[string]string{"n0": "clique-0", "n1": "clique-0", "n2": "clique-1"}
+	pods := []v1.Pod{
+		pod("g-0", "n0"), pod("g-0", "n1"), // one clique
+		pod("g-1", "n1"), pod("g-1", "n2"), // split
+		pod("g-2", "n2"), pod("g-2", ""), // partly bound, the bound member in one clique
+		pod("g-3", ""), pod("g-3", ""), // unbound: not counted
+		pod("g-4", "n2"), pod("g-4", "x9"), // a node without the label: split
+	}
+	var r gangReport
+	problems := checkCliques(pods, cliques, &r)
+	if r.CliqueGangs != 4 || r.CliqueSplit != 2 {
+		t.Errorf("checkCliques: %d gangs, %d split; want 4, 2", r.CliqueGangs, r.CliqueSplit)
+	}
+	if len(problems) != 2 || !strings.Contains(problems[0], "m/g-1 on clique-0: 1 pods, clique-1: 1 pods") || !strings.Contains(problems[1], "no "+cliqueLabel+" on node x9") {
+		t.Errorf("checkCliques problems = %q", problems)
 	}
 }

@@ -54,6 +54,31 @@ import (
 // label filter (<n>Nodes) picks which ones run.
 var nodeCounts = []int{500, 5000}
 
+// nvl72Sizes are the GB200 clusters of the NVL72Gangs workload: 4-GPU
+// trays, 18 to an NVLink domain, so a node count is a multiple of 18, the
+// nearest to the size that names the test case and labels it (<n>Nodes:
+// 504 nodes for 500, 5004 for 5000). 72 nodes (4 domains) is a smoke size
+// of this workload only (BENCH_NODES=72): it schedules in about a second,
+// too short for scheduler_perf's throughput samples.
+var nvl72Sizes = []nvl72Size{newNVL72Size(72, 72), newNVL72Size(504, 500), newNVL72Size(5004, 5000)}
+
+// nvl72TraysPerDomain is the compute trays (nodes) of one NVL72 domain.
+const nvl72TraysPerDomain = 18
+
+// nvl72Size is one NVL72Gangs cluster: Nodes trays labelled <Label>Nodes,
+// Domains of them, and the measured Gangs of 18 x 4 GPUs (each a whole
+// domain): four fifths of the domains, so the last gangs still choose
+// among a few free domains rather than find the one left.
+type nvl72Size struct {
+	Nodes, Label, Domains, Gangs, Pods int
+}
+
+func newNVL72Size(nodes, label int) nvl72Size {
+	domains := nodes / nvl72TraysPerDomain
+	gangs := domains * 4 / 5
+	return nvl72Size{Nodes: nodes, Label: label, Domains: domains, Gangs: gangs, Pods: gangs * nvl72TraysPerDomain}
+}
+
 // configFile is the rendered workload file, set by TestMain.
 var configFile string
 
@@ -164,6 +189,20 @@ func render(dir string) (string, error) {
 			return "", err
 		}
 	}
+	// NVL72Gangs: HiveSched's profile with a physical cluster of GB200
+	// NVL72 domains, and a VC that owns every domain.
+	for _, s := range nvl72Sizes {
+		if s.Nodes%nvl72TraysPerDomain != 0 {
+			return "", fmt.Errorf("NVL72Gangs: %d nodes is not a multiple of %d", s.Nodes, nvl72TraysPerDomain)
+		}
+		cfg := withHiveArg(schedulerConfig(s.Nodes, true), "physicalCluster", nvl72PhysicalCluster(s.Nodes))
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("hivesched-nvl72-%d.yaml", s.Nodes)), cfg); err != nil {
+			return "", err
+		}
+		if err := writeYAML(filepath.Join(dir, fmt.Sprintf("vc-nvl72-%d.yaml", s.Nodes)), nvl72VirtualCluster("perf", s.Nodes)); err != nil {
+			return "", err
+		}
+	}
 	// The default profile. The GangScheduling and TopologyAware contenders
 	// use it too: the feature gates of their test cases add GangScheduling
 	// (GenericWorkload), TopologyPlacementGenerator and PodGroupPodsCount
@@ -207,6 +246,7 @@ func render(dir string) (string, error) {
 			{Name: "GangScheduling", Label: "gangscheduling", PodGroup: "workload-podgroup.yaml"},
 		},
 		"PlainContenders": []plainContender{{Name: "Default", Label: "default"}, {Name: "DefaultNoBatching", Label: "default-nobatching", NoBatching: true}},
+		"NVL72":           nvl72Sizes,
 	})
 	return out, err
 }
@@ -258,6 +298,44 @@ func physicalCluster(n int) map[string]any {
 			"V100-RACK":   map[string]any{"childCellType": "V100-NODE", "childCellNumber": perRack},
 		},
 		"physicalCells": cells,
+	}
+}
+
+// nvl72PhysicalCluster lists n GB200 compute trays of 4 GPUs named
+// node-0..node-<n-1> (n a multiple of 18) in NVL72 domains of 18: cell
+// GB200-NVL72 clique-<d> holds node-18d..node-18d+17, the nodes that
+// templates/node-gb200.yaml labels nvidia.com/gpu.clique=clique-<d>. The
+// domain level's topologyKey is that label's key, which the gangs'
+// hivesched.io/within-topology names (docs/nvlink.md).
+func nvl72PhysicalCluster(n int) map[string]any {
+	var cells []any
+	for d := 0; d < n/nvl72TraysPerDomain; d++ {
+		var trays []any
+		for j := 0; j < nvl72TraysPerDomain; j++ {
+			trays = append(trays, map[string]any{"cellAddress": fmt.Sprintf("node-%d", d*nvl72TraysPerDomain+j)})
+		}
+		cells = append(cells, map[string]any{"cellType": "GB200-NVL72", "cellAddress": fmt.Sprintf("clique-%d", d), "cellChildren": trays})
+	}
+	return map[string]any{
+		"cellTypes": map[string]any{
+			"GB200-NODE":  map[string]any{"childCellType": "GB200", "childCellNumber": 4, "isNodeLevel": true},
+			"GB200-NVL72": map[string]any{"childCellType": "GB200-NODE", "childCellNumber": nvl72TraysPerDomain, "topologyKey": cliqueLabel},
+		},
+		"physicalCells": cells,
+	}
+}
+
+// nvl72VirtualCluster is a VC that owns every NVL72 domain of n trays, open
+// to every namespace.
+func nvl72VirtualCluster(name string, n int) map[string]any {
+	return map[string]any{
+		"apiVersion": "hivesched.io/v1alpha1",
+		"kind":       "VirtualCluster",
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"allowedNamespaces": []any{"*"},
+			"virtualCells":      []any{map[string]any{"cellType": "GB200-NVL72", "cellNumber": n / nvl72TraysPerDomain}},
+		},
 	}
 }
 

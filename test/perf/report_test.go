@@ -286,7 +286,12 @@ func gangColumns(runs []gangReport) string {
 	if len(runs) > 1 {
 		spread += fmt.Sprintf(" (%.0f-%.0f)", byP99[0].BindSpreadP99Ms, byP99[len(byP99)-1].BindSpreadP99Ms)
 	}
-	return fmt.Sprintf("%d / %d / %d | %s", last.Whole, last.Partial, last.Unbound, spread)
+	gangs := fmt.Sprintf("%d / %d / %d", last.Whole, last.Partial, last.Unbound)
+	if last.CliqueGangs > 0 {
+		// NVL72Gangs: how many bound gangs the clique check found split.
+		gangs += fmt.Sprintf(" (%d split across cliques)", last.CliqueSplit)
+	}
+	return fmt.Sprintf("%s | %s", gangs, spread)
 }
 
 func renderReport(results map[string]*result, gangs map[string][]gangReport) string {
@@ -502,6 +507,8 @@ func TestGangColumns(t *testing.T) {
 		{"median run by p99, range of p99, last run's counts",
 			[]gangReport{run(20, 900, 250), run(5, 40, 250), run(9, 120, 249)},
 			"249 / 0 / 0 | 9 / 120 (40-900)"},
+		{"clique check (NVL72Gangs)", []gangReport{{Gangs: 22, Whole: 22, CliqueGangs: 22, CliqueSplit: 1, BindSpreadP50Ms: 30, BindSpreadP99Ms: 90}},
+			"22 / 0 / 0 (1 split across cliques) | 30 / 90"},
 	} {
 		if got := gangColumns(tc.runs); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
