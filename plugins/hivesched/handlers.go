@@ -184,7 +184,7 @@ func (p *HiveSched) onPod(logger klog.Logger, obj interface{}, deleted bool) {
 		}
 		if err != nil {
 			p.noteMissingPodGroup(logger, pod, err)
-			if podrequest.IsAwaiting(err) && pod.Spec.NodeName == "" {
+			if podrequest.IsWaiting(err) && pod.Spec.NodeName == "" {
 				p.watchWaiting(pod)
 			}
 		}

@@ -120,7 +120,7 @@ func (p *HiveSched) readRequest(ctx context.Context, state fwk.CycleState, pod *
 	if err == nil && req != nil {
 		err = p.cellTypes.Load().CheckLeafCellType(req.Group.LeafCellType)
 	}
-	if podrequest.IsAwaiting(err) {
+	if podrequest.IsWaiting(err) {
 		// Not a bad spec: the request waits for other objects (its
 		// PodGroup, its claims, its gang's pods), and the pod is told so
 		// as WaitingForMembers (waiting.go), never as InvalidSchedulingSpec.

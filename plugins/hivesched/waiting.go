@@ -36,7 +36,7 @@ func (p *HiveSched) waitingEvent(pod *v1.Pod) {
 	}
 	msg := ""
 	switch req, err := p.groups.Read(cur); {
-	case podrequest.IsAwaiting(err):
+	case podrequest.IsWaiting(err):
 		msg = err.Error()
 	case err == nil && req != nil:
 		if have, want := p.groups.MemberCount(req.Group.Name), req.TotalPods(); have < want {

@@ -32,14 +32,14 @@ func (r *Resolver) fromPodGroup(pod *v1.Pod) (*Request, error, bool) {
 	lister := r.lookups.PodGroups()
 	if lister == nil {
 		if leaves, _ := LeafRequest(pod, res); leaves > 0 {
-			return nil, Awaiting(fmt.Sprintf("pod names PodGroup %q (label %s), but PodGroups (scheduling.x-k8s.io/v1alpha1) are not served: install scheduler-plugins' PodGroup CRD; hivesched reads it as soon as it is", name, LabelPodGroup)), true
+			return nil, WaitsForObject(fmt.Sprintf("pod names PodGroup %q (label %s), but PodGroups (scheduling.x-k8s.io/v1alpha1) are not served: install scheduler-plugins' PodGroup CRD; hivesched reads it as soon as it is", name, LabelPodGroup)), true
 		}
 		return nil, nil, false
 	}
 	pg, err := lister.PodGroups(pod.Namespace).Get(name)
 	if err != nil {
 		if leaves, _ := LeafRequest(pod, res); leaves > 0 {
-			return nil, Awaiting(fmt.Sprintf("pod names PodGroup %q (label %s), which does not exist in namespace %q yet: it waits for it", name, LabelPodGroup, pod.Namespace)), true
+			return nil, WaitsForObject(fmt.Sprintf("pod names PodGroup %q (label %s), which does not exist in namespace %q yet: it waits for it", name, LabelPodGroup, pod.Namespace)), true
 		}
 		return nil, nil, false
 	}

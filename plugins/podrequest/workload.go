@@ -76,6 +76,28 @@ func IsMissingPodGroup(err error) (string, bool) {
 	return "", false
 }
 
+// objectWaitError is a request that waits for one object (a
+// scheduler-plugins PodGroup not created yet, or not served), whose arrival
+// re-reads the pod through its release keys (ReleaseKeys): unlike an
+// awaitingError, the read is kept until then, so that a pod's status
+// updates do not read it again (issue 28).
+type objectWaitError struct{ msg string }
+
+func (e *objectWaitError) Error() string { return e.msg }
+
+// WaitsForObject is an error that says the request waits for an object
+// whose arrival re-reads the pod (msg says which): IsWaiting is true,
+// IsAwaiting false.
+func WaitsForObject(msg string) error { return &objectWaitError{msg} }
+
+// IsWaiting reports whether err says the request waits for other objects
+// (IsAwaiting, or WaitsForObject's), not for a fix of the pod: the pod is
+// told it waits, never that its spec is invalid.
+func IsWaiting(err error) bool {
+	var o *objectWaitError
+	return IsAwaiting(err) || errors.As(err, &o)
+}
+
 // IsAwaiting reports whether err says the request waits for other objects
 // to exist, not for a fix of the pod: a read that is not to be kept, so
 // that the next one sees them.
