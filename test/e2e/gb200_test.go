@@ -206,4 +206,52 @@ func TestGB200(t *testing.T) {
 		e.remove(t, frag)
 		e.remove(t, big)
 	})
+
+	t.Run("a tray out for repair: the 72-GPU gang gets the whole domain", func(t *testing.T) {
+		// The domain vc-frontier's 72-GPU gang lands in with every tray
+		// there; then one of its trays goes (deleted, as a tray pulled
+		// for repair is). That domain is short: the next 72-GPU gang goes
+		// to the other, whole, domain.
+		before := gb200Gang("frontier", "before-repair", "vc-frontier", 50, 18, 4, true)
+		e.create(t, before)
+		nodes := e.waitRunning(t, before, 90*time.Second)
+		e.remove(t, before)
+		tray, err := e.kube.CoreV1().Nodes().Get(t.Context(), nodes[5], metav1.GetOptions{})
+		require.NoError(t, err)
+		short := tray.Labels[cliqueLabel]
+		require.NoError(t, e.kube.CoreV1().Nodes().Delete(t.Context(), tray.Name, metav1.DeleteOptions{}))
+		t.Cleanup(func() { e.restoreNode(t, tray) })
+		require.NoError(t, wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := e.kube.CoreV1().Nodes().Get(ctx, tray.Name, metav1.GetOptions{})
+			return err != nil, nil
+		}))
+		ps := gb200Gang("frontier", "after-repair", "vc-frontier", 50, 18, 4, true)
+		e.create(t, ps)
+		cliques := e.cliquesOf(t, e.waitRunning(t, ps, 90*time.Second))
+		require.Len(t, cliques, 1)
+		require.NotContains(t, cliques, short, "not the domain short of a tray")
+		e.remove(t, ps)
+	})
+}
+
+// restoreNode creates a deleted fake node again as it was (kwok makes it
+// Ready, the fake DRA driver publishes its devices again) and waits until
+// it is Ready.
+func (e *env) restoreNode(t *testing.T, n *v1.Node) {
+	fresh := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}, Spec: v1.NodeSpec{}, Status: v1.NodeStatus{
+		Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable, Addresses: n.Status.Addresses, NodeInfo: n.Status.NodeInfo}}
+	_, err := e.kube.CoreV1().Nodes().Create(context.Background(), fresh, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 300*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := e.kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	}), "node %s not Ready again", n.Name)
 }
