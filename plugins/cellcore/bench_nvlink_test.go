@@ -2,7 +2,6 @@ package cellcore
 
 import (
 	"fmt"
-	"math/rand"
 	"testing"
 )
 
@@ -31,57 +30,12 @@ func nvl72BenchVCs(domains int) []VirtualClusterSpec {
 
 // nvl72HalfFull fills every VC to half its GPUs with gangs of the shapes
 // NVL72 users run (one pod of 1 or 4 GPUs, 2/4/9/18 pods of 4 within one
-// domain), then the unreserved GPUs to half with opportunistic ones.
+// domain), then the unreserved GPUs to half with opportunistic ones
+// (fillHalf, as halfFullCore does on racks).
 func nvl72HalfFull(b *testing.B, domains int) *Core {
 	b.Helper()
 	k := newHealthyCore(b, nvl72Config(domains, 0))
-	vcs := nvl72BenchVCs(domains)
-	for _, v := range vcs {
-		if _, err := k.SetVirtualCluster(v); err != nil {
-			b.Fatal(err)
-		}
-	}
-	r := rand.New(rand.NewSource(42))
-	shapes := [][2]int32{{1, 1}, {1, 1}, {1, 4}, {2, 4}, {4, 4}, {9, 4}, {18, 4}}
-	n := 0
-	fill := func(vc string, prio int32, target int32) {
-		var used int32
-		for tries := 0; used < target && tries < domains*72; tries++ {
-			sh := shapes[r.Intn(len(shapes))]
-			n++
-			s := ag(fmt.Sprintf("fill-%d", n), vc, prio, sh[0], sh[1])
-			if sh[0] > 1 {
-				s.WithinTopologyKey = cliqueKey
-			}
-			if prio >= 0 {
-				s.Priority = int32(r.Intn(3))
-			}
-			d, err := k.Schedule(s)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if d.Kind == Placed {
-				bindAll(b, k, d)
-				used += sh[0] * sh[1]
-			} else if _, err := k.DeleteAffinityGroup(s.Name); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	var reserved int32
-	for _, v := range vcs {
-		var leaves int32
-		for _, c := range v.VirtualCells {
-			ch, l, err := k.resolveCellType(c.CellType)
-			if err != nil {
-				b.Fatal(err)
-			}
-			leaves += c.CellNumber * ch.leafCount[l]
-		}
-		reserved += leaves
-		fill(v.Name, 0, leaves/2)
-	}
-	fill(vcs[0].Name, -1, (int32(domains*72)-reserved)/2)
+	fillHalf(b, k, nvl72BenchVCs(domains), int32(domains*72), [][2]int32{{1, 1}, {1, 1}, {1, 4}, {2, 4}, {4, 4}, {9, 4}, {18, 4}}, cliqueKey)
 	return k
 }
 

@@ -32,21 +32,32 @@ func benchVCs(nodes int) []VirtualClusterSpec {
 func halfFullCore(b *testing.B, nodes int) *Core {
 	b.Helper()
 	k := newHealthyCore(b, benchConfig(nodes))
-	vcs := benchVCs(nodes)
+	fillHalf(b, k, benchVCs(nodes), int32(nodes*8), [][2]int32{{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 8}, {4, 8}, {2, 1}, {4, 2}}, "")
+	return k
+}
+
+// fillHalf sets the VCs on k and fills each to half its leaf cells with
+// gangs of the shapes (pods x leaf cells, drawn with a fixed seed; gangs of
+// more than one pod constrained to within, if set), then the cells no VC
+// reserves (of the cluster's total leaves) to half with opportunistic ones.
+func fillHalf(b *testing.B, k *Core, vcs []VirtualClusterSpec, total int32, shapes [][2]int32, within string) {
+	b.Helper()
 	for _, v := range vcs {
 		if _, err := k.SetVirtualCluster(v); err != nil {
 			b.Fatal(err)
 		}
 	}
 	r := rand.New(rand.NewSource(42))
-	shapes := [][2]int32{{1, 1}, {1, 2}, {1, 4}, {1, 8}, {2, 8}, {4, 8}, {2, 1}, {4, 2}}
 	n := 0
 	fill := func(vc string, prio int32, target int32) {
 		var used int32
-		for tries := 0; used < target && tries < nodes*8; tries++ {
+		for tries := 0; used < target && tries < int(total); tries++ {
 			sh := shapes[r.Intn(len(shapes))]
 			n++
 			s := ag(fmt.Sprintf("fill-%d", n), vc, prio, sh[0], sh[1])
+			if sh[0] > 1 {
+				s.WithinTopologyKey = within
+			}
 			if prio >= 0 {
 				s.Priority = int32(r.Intn(3))
 			}
@@ -75,8 +86,7 @@ func halfFullCore(b *testing.B, nodes int) *Core {
 		reserved += leaves
 		fill(v.Name, 0, leaves/2)
 	}
-	fill(vcs[0].Name, -1, (int32(nodes*8)-reserved)/2)
-	return k
+	fill(vcs[0].Name, -1, (total-reserved)/2)
 }
 
 // BenchmarkScheduleAffinityGroup measures one placement decision (AG e0,
